@@ -1,0 +1,10 @@
+"""edgefuse: vision models from PyTorch/ONNX to a verified program on Ascend boards, GPUs and CPUs.
+
+The public API is the pipeline's verbs; everything else is an implementation detail.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

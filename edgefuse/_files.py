@@ -1,0 +1,72 @@
+"""Writing outputs atomically.
+
+Why: a crash or a user error half-way through must never leave a truncated ``.onnx`` or report
+behind that a later stage would pick up. Every output is written to a temporary name in the same
+directory and renamed into place only once it is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx
+
+from edgefuse.errors import InputError
+
+# protobuf cannot serialise a message of 2 GiB or more; larger models go to external data.
+_PROTOBUF_LIMIT = 2**31 - 1
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it to ``path`` only if the block succeeds."""
+    target = Path(path)
+    if target.is_dir():
+        raise InputError(
+            f"output path '{target}' is a directory",
+            hint="give a file name, for example -o model.onnx",
+            reference="bad-output-path",
+        )
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(
+            f"output directory '{parent}' does not exist",
+            hint=f"create it first: mkdir -p {parent}",
+            reference="bad-output-path",
+        )
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write a text file atomically."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def save_onnx(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
+    """Save a model atomically; models over protobuf's 2 GiB limit get one external-data file."""
+    target = Path(path)
+    if model.ByteSize() < _PROTOBUF_LIMIT:
+        with atomic_output(target) as tmp:
+            onnx.save_model(model, str(tmp))
+        return
+    # Save model and data under their final names in a scratch folder, then move both into place.
+    data_name = f"{target.name}.data"
+    with tempfile.TemporaryDirectory(prefix=".edgefuse-", dir=target.parent or ".") as scratch:
+        onnx.save_model(
+            model, str(Path(scratch) / target.name), save_as_external_data=True,
+            all_tensors_to_one_file=True, location=data_name,
+        )
+        os.replace(Path(scratch) / data_name, target.parent / data_name)
+        os.replace(Path(scratch) / target.name, target)
