@@ -1,1 +1,66 @@
-"""optimize"""
+"""optimize: pattern-based fusions over onnx-ir with a report of what fired and why not."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+import onnx
+import onnx_ir as ir
+
+from edgefuse._files import save_onnx, write_text
+from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
+from edgefuse.optimize.report import RewriteReport
+
+
+@dataclasses.dataclass
+class OptimizeResult:
+    model: onnx.ModelProto
+    report: RewriteReport
+
+
+def optimize(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    target: str = "cpu",
+    only: Sequence[str] | None = None,
+    skip: Sequence[str] | None = None,
+    report_path: str | os.PathLike[str] | None = None,
+) -> OptimizeResult:
+    """Fold and fuse ``model`` for ``target`` and say, per rule, what fired and why not.
+
+    The input is never modified; the result is checked with the ONNX checker before it is
+    returned or written, so a rule bug surfaces here and not on the board.
+    """
+    pipeline = pipeline_for(target)
+    rules = select_rules(pipeline.rules, only, skip)
+    proto = _load(model)
+    ir_model = ir.serde.deserialize_model(proto)
+    report = run_pipeline(ir_model, pipeline, rules)
+    result = ir.serde.serialize_model(ir_model)
+    _check(result)
+    if output is not None:
+        save_onnx(result, output)
+    if report_path is not None:
+        write_text(report_path, report.dumps())
+    return OptimizeResult(result, report)
+
+
+def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        return copy
+    from edgefuse.convert.onnx_load import load_onnx  # noqa: PLC0415 - convert imports torch lazily
+
+    return load_onnx(model)
+
+
+def _check(model: onnx.ModelProto) -> None:
+    """A model the checker rejects after optimizing is an edgefuse bug, not a user error."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise RuntimeError(f"optimize produced a model the ONNX checker rejects: {exc}") from exc

@@ -1,0 +1,107 @@
+"""Running onnxscript rewrite rules while recording what each one did and why it refused.
+
+Why: onnxscript's ``apply_to_model`` returns a bare count, and its only window into refusals is a
+debugging tracer that disables rewriting. Users need both at once ("why didn't my BatchNorm fold?",
+onnxscript #1491/#1812), so each rule is wrapped: the wrapper observes every match attempt, keeps
+the reason of each refusal per node, tags the nodes it creates with the rule id, keeps names
+traceable (a fused node takes the name of the node it replaces) and makes the names of new
+initializers unique, because onnxscript would otherwise overwrite an existing initializer of the
+same name.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import onnx_ir as ir
+from onnxscript.rewriter import MatchResult, MatchStatus, RewriteRule
+
+from edgefuse.optimize.report import RuleStats
+
+RULE_TAG = "edgefuse.rule"
+
+# The matcher's own words when a matched node's output is read outside the pattern (pinned by
+# tests/unit/optimize/test_engine.py, so an onnxscript upgrade that rewords it fails loudly).
+_OTHER_USES = "Matched nodes have other uses preventing replacement."
+_OTHER_USES_REASON = "an intermediate value has consumers outside the pattern"
+
+
+class _Observer:
+    """Duck-typed stand-in for onnxscript's MatchingTracer that files outcomes into RuleStats."""
+
+    def __init__(self, stats: RuleStats) -> None:
+        self.stats = stats
+
+    def log(self, rule, container, node: ir.Node, match: MatchResult, status: MatchStatus) -> None:
+        del rule, container
+        if status == MatchStatus.CONDITION_FAILED:
+            self.stats.reject(_node_key(node), match.reason or "the rule's check refused")
+        elif status == MatchStatus.REPLACEMENT_FAILED:
+            self.stats.reject(_node_key(node), match.reason or "the replacement could not be built")
+        elif status == MatchStatus.NO_MATCH and match is not None and match.reason == _OTHER_USES:
+            self.stats.reject(_node_key(node), _OTHER_USES_REASON)
+
+
+class RecordingRule(RewriteRule):
+    """An onnxscript rule that reports to ``stats`` and tags what it creates with ``rule_id``."""
+
+    def __init__(self, base: RewriteRule, rule_id: str, stats: RuleStats) -> None:
+        # Take over the base rule's state rather than re-deriving it from private constructors.
+        self.__dict__.update(vars(base))
+        self.name = rule_id
+        self.rule_id = rule_id
+        self.stats = stats
+        self._observer = _Observer(stats)
+
+    def try_rewrite(self, model, graph_or_function, node, *, verbose=None, tracer=None):
+        del tracer  # the caller's tracer would disable rewriting; ours only observes
+        delta = super().try_rewrite(
+            model, graph_or_function, node, verbose=verbose, tracer=self._observer
+        )
+        if delta is None:
+            return None
+        self.stats.apply(_node_key(node))
+        _name_new_nodes(delta.new_nodes, delta.match.nodes, node, self.rule_id)
+        _uniquify_initializers(delta.new_initializers, graph_or_function)
+        for new_node in delta.new_nodes:
+            new_node.metadata_props[RULE_TAG] = self.rule_id
+        return delta
+
+
+def _node_key(node: ir.Node) -> str:
+    return node.name or f"<unnamed {node.op_type}>"
+
+
+def _name_new_nodes(new_nodes, matched_nodes, root: ir.Node, rule_id: str) -> None:
+    """Give each new node the name of the matched node it stands for, so layers stay traceable.
+
+    A new node takes the name of a matched node of the same op type (a Conv that absorbed a
+    BatchNorm stays that Conv); otherwise the root of the match (its output node) lends its name.
+    """
+    names_by_type: dict[str, list[str]] = {}
+    for matched in matched_nodes:
+        if matched.name:
+            names_by_type.setdefault(matched.op_type, []).append(matched.name)
+    root_name = root.name or rule_id
+    used: set[str] = set()
+    for index, new_node in enumerate(new_nodes):
+        candidates = names_by_type.get(new_node.op_type, [])
+        name = candidates.pop(0) if candidates else root_name
+        if name in used:
+            name = f"{root_name}/{rule_id}_{index}"
+        new_node.name = name
+        used.add(name)
+
+
+def _uniquify_initializers(new_initializers, graph_or_function) -> None:
+    if not isinstance(graph_or_function, ir.Graph):
+        return
+    existing = graph_or_function.initializers
+    for value in new_initializers:
+        base = value.name or "folded"
+        name, counter = base, itertools.count(1)
+        while name in existing:
+            name = f"{base}_{next(counter)}"
+        value.name = name
+        if value.const_value is not None:
+            value.const_value.name = name

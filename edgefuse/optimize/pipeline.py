@@ -1,0 +1,110 @@
+"""Pipelines per target: plain lists of passes and rules, run to a fixed point.
+
+Why plain lists (TVM Relax, onnx-ir PassManager): what runs for a target is visible in one place,
+there is no hidden opt-level gating, and the report says which pass ran in which round and
+whether it changed anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+import onnx_ir as ir
+from onnxscript.rewriter import RewriteRuleSet
+
+from edgefuse.errors import InputError
+from edgefuse.optimize import passes
+from edgefuse.optimize._recording import RecordingRule
+from edgefuse.optimize.report import PassRecord, RewriteReport, RuleStats, op_counts
+from edgefuse.optimize.rules import ALL_RULES, RULES_BY_ID
+
+HOST_TARGETS = ("cpu", "gpu")
+MAX_ROUNDS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Pipeline:
+    """What one target runs: passes before the rules, the rules, passes after them."""
+
+    target: str
+    before: tuple[passes.GraphPass, ...]
+    rules: tuple[type, ...]
+    after: tuple[passes.GraphPass, ...]
+
+
+def pipeline_for(target: str) -> Pipeline:
+    """The pipeline for ``target``: 'cpu' and 'gpu' share the host rules."""
+    if target not in HOST_TARGETS:
+        raise InputError(
+            f"unknown optimize target '{target}'",
+            hint=f"use one of: {', '.join(HOST_TARGETS)}",
+            reference="unknown-target",
+        )
+    return Pipeline(
+        target=target,
+        before=(passes.FoldConstants(),),
+        rules=ALL_RULES,
+        after=(
+            passes.EliminateIdentities(),
+            passes.EliminateCommonSubexpressions(),
+            passes.RemoveUnused(),
+        ),
+    )
+
+
+def select_rules(
+    rules: Sequence[type], only: Sequence[str] | None, skip: Sequence[str] | None
+) -> tuple[type, ...]:
+    """Filter rules by id; unknown ids are a user error (a typo must not silently do nothing)."""
+    for rule_id in [*(only or ()), *(skip or ())]:
+        if rule_id not in RULES_BY_ID:
+            raise InputError(
+                f"unknown rule id '{rule_id}'",
+                hint="`edgefuse rules` lists every rule id",
+                reference="unknown-rule",
+            )
+    selected = [r for r in rules if (not only or r.id in only) and r.id not in (skip or ())]
+    return tuple(selected)
+
+
+def run_pipeline(model: ir.Model, pipeline: Pipeline, rules: Sequence[type]) -> RewriteReport:
+    """Run ``pipeline`` in place on ``model`` until nothing changes (at most MAX_ROUNDS)."""
+    start = time.perf_counter()
+    report = RewriteReport(target=pipeline.target, ops_before=op_counts(model.graph))
+    report.rules = {r.id: RuleStats(r.id, r.description) for r in rules}
+    recording = [
+        RecordingRule(base, rule.id, report.rules[rule.id])
+        for rule in rules
+        for base in rule.rewrite_rules()
+    ]
+    rule_set = RewriteRuleSet(recording) if recording else None
+    for round_index in range(1, MAX_ROUNDS + 1):
+        report.rounds = round_index
+        modified = False
+        for graph_pass in pipeline.before:
+            modified |= _timed(report, graph_pass.id, round_index, lambda p=graph_pass: p(model))
+        if rule_set is not None:
+            modified |= _timed(
+                report, "rewrite-rules", round_index, lambda: rule_set.apply_to_model(model) > 0
+            )
+        for graph_pass in pipeline.after:
+            modified |= _timed(report, graph_pass.id, round_index, lambda p=graph_pass: p(model))
+        if not modified:
+            break
+    passes.LiftConstants()(model)
+    passes.RemoveUnused()(model)
+    passes.TopologicalSort()(model)
+    report.ops_after = op_counts(model.graph)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _timed(report: RewriteReport, pass_id: str, round_index: int, call) -> bool:
+    start = time.perf_counter()
+    modified = bool(call())
+    report.passes.append(
+        PassRecord(pass_id, round_index, modified, round(time.perf_counter() - start, 4))
+    )
+    return modified
