@@ -67,9 +67,9 @@ class LiftConstants(GraphPass):
     description = "turn Constant nodes into initializers"
 
     def __call__(self, model: ir.Model) -> bool:
-        return ir_passes.LiftConstantsToInitializersPass(
-            lift_all_constants=True, size_limit=0
-        )(model).modified
+        return ir_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(
+            model
+        ).modified
 
 
 class TopologicalSort(GraphPass):

@@ -112,7 +112,8 @@ class RewriteReport:
                 f"{stats.rule_id:<32}{stats.matched:>8}{stats.applied:>8}"
                 f"{len(stats.rejected):>9}  {why}"
             )
-            lines.extend(f"{'':<59}  {count}x {reason}" for reason, count in list(reasons.items())[1:])
+            for reason, count in list(reasons.items())[1:]:
+                lines.append(f"{'':<59}  {count}x {reason}")
         quiet = [stats.rule_id for stats in self.rules.values() if stats.matched == 0]
         if quiet:
             lines.append(f"no match: {', '.join(quiet)}")
@@ -122,6 +123,8 @@ class RewriteReport:
 def op_counts(graph) -> dict[str, int]:
     """Op-type histogram of an onnx_ir graph (custom domains prefixed, 'edgefuse::Swish')."""
     return dict(
-        Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-                for n in graph)
+        Counter(
+            f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+            for n in graph
+        )
     )

@@ -2,7 +2,7 @@
 and a rewrite.
 
 Why on top of onnxscript's rewriter: its matcher, commutation and replacement machinery are solid
-and maintained; what edgefuse adds is a stable kebab-case id per rule (used by ``--only``/``--skip``,
+and maintained; what edgefuse adds is a stable kebab-case id per rule (for ``--only``/``--skip``,
 the report and the node tag), an ``exact`` flag, and shared precondition helpers so that every rule
 refuses the classic unsafe cases (weights that are not constant, weights shared with a node outside
 the match, graph inputs used as weights) with the same wording in the report.
@@ -112,7 +112,7 @@ def require_unshared(
 def float_dtype(result: MatchResult, value: ir.Value) -> bool:
     """Folding is defined here for float32/float64 tensors only."""
     if value.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
-        result.fail(f"'{value.name}' has dtype {value.dtype}; only float32/float64 are folded", value)
+        result.fail(f"'{value.name}' is {value.dtype}; only float32/float64 are folded", value)
         return False
     return True
 

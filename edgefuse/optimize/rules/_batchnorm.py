@@ -30,7 +30,9 @@ def bn_affine(result: MatchResult, bn_node: ir.Node) -> tuple[np.ndarray, np.nda
     if not arrays:
         return None
     eps = bn_node.attributes.get_float("epsilon", 1e-5)
-    scale = arrays["scale"].astype(np.float64) / np.sqrt(arrays["input_var"].astype(np.float64) + eps)
+    scale = arrays["scale"].astype(np.float64) / np.sqrt(
+        arrays["input_var"].astype(np.float64) + eps
+    )
     shift = arrays["B"].astype(np.float64) - arrays["input_mean"].astype(np.float64) * scale
     return scale, shift
 

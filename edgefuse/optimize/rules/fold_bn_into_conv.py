@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from onnxscript.rewriter import MatchResult
 
-from edgefuse.optimize.rule import Rule, float_dtype, make_constant, require_constants, require_unshared
+from edgefuse.optimize.rule import (
+    Rule,
+    float_dtype,
+    make_constant,
+    require_constants,
+    require_unshared,
+)
 from edgefuse.optimize.rules._batchnorm import bn_affine, per_channel_bias
 
 
@@ -38,7 +44,9 @@ class FoldBnIntoConv(Rule):
         conv, bn = conv_out.producer(), bn_out.producer()
         scale, shift = bn_affine(MatchResult(), bn)
         weights = w.const_value.numpy()
-        bias = conv.inputs[2].const_value.numpy() if len(conv.inputs) > 2 and conv.inputs[2] else None
+        bias = (
+            conv.inputs[2].const_value.numpy() if len(conv.inputs) > 2 and conv.inputs[2] else None
+        )
         shape = (-1,) + (1,) * (weights.ndim - 1)
         new_w = (weights.astype("float64") * scale.reshape(shape)).astype(weights.dtype)
         new_b = (per_channel_bias(bias, weights.shape[0]) * scale + shift).astype(weights.dtype)

@@ -1,0 +1,60 @@
+"""fold-input-scale-into-conv: ``Conv(Mul(x, c), W, B)`` -> ``Conv(x, W', B)``.
+
+For a per-input-channel constant ``c``: ``W'[o, j] = W[o, j] * c[channel(o, j)]`` (grouping in
+_conv_input). Exact including zero padding, because a padded zero times ``c`` is still zero.
+This is how input normalisation ``x * (1/std)`` baked into a model disappears.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnxscript.rewriter import MatchResult
+
+from edgefuse.optimize.rule import (
+    Rule,
+    constant_array,
+    float_dtype,
+    make_constant,
+    require_constants,
+    require_unshared,
+)
+from edgefuse.optimize.rules._channelwise import channel_vector
+from edgefuse.optimize.rules._conv_input import input_channels, per_weight_input_channel
+
+
+class FoldInputScaleIntoConv(Rule):
+    id = "fold-input-scale-into-conv"
+    description = "fold a per-channel constant Mul in front of a Conv into its weights"
+    commute = True
+
+    def pattern(self, op, x, c, w):
+        return op.Conv(op.Mul(x, c), w, _allow_other_inputs=True, _outputs=["conv_out"])
+
+    def check(self, context, x, c, w, conv_out) -> MatchResult:
+        result = MatchResult()
+        conv = conv_out.producer()
+        if not float_dtype(result, w):
+            return result
+        arrays = require_constants(result, W=w, multiplier=c)
+        if not arrays:
+            return result
+        if not require_unshared(result, context.nodes, W=w):
+            return result
+        weights = arrays["W"]
+        channel_vector(
+            result, arrays["multiplier"], weights.ndim, input_channels(conv, weights.shape)
+        )
+        return result
+
+    def rewrite(self, op, x, c, w, conv_out):
+        conv = conv_out.producer()
+        weights = w.const_value.numpy()
+        vector = channel_vector(
+            MatchResult(), constant_array(c), weights.ndim, input_channels(conv, weights.shape)
+        )
+        factor = per_weight_input_channel(vector, conv, weights.shape)
+        factor = factor.reshape(factor.shape + (1,) * (weights.ndim - 2))
+        new_w = (weights.astype(np.float64) * factor).astype(weights.dtype)
+        return op.Conv(
+            x, make_constant(op, new_w, f"{conv.name}.weight"), *conv.inputs[2:], **conv.attributes
+        )
