@@ -20,6 +20,9 @@ from edgefuse.errors import EdgefuseError
 # Every verb, in the order `edgefuse --help` lists them. A test checks that each module under
 # edgefuse/cli/ that defines a verb is listed here exactly once.
 COMMANDS: tuple[str, ...] = (
+    "optimize",
+    "rules",
+    "verify",
 )
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR = 0, 1, 2, 3

@@ -1,0 +1,40 @@
+"""Fold and fuse an ONNX model for a target, and report what fired and why not.
+
+Examples:
+  edgefuse optimize model.onnx -o model.opt.onnx --report report.json
+  edgefuse optimize model.onnx -o out.onnx --skip fold-pad-into-conv
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from edgefuse.optimize import optimize
+from edgefuse.optimize.pipeline import HOST_TARGETS
+
+
+def _ids(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="input ONNX file")
+    parser.add_argument("-o", "--output", required=True, help="where to write the optimized ONNX")
+    parser.add_argument("--report", metavar="R.json", help="also write the report as JSON")
+    parser.add_argument("--target", default="cpu", help=f"one of {', '.join(HOST_TARGETS)}")
+    parser.add_argument("--only", type=_ids, metavar="IDS", help="comma-separated rule ids to run")
+    parser.add_argument("--skip", type=_ids, metavar="IDS", help="comma-separated rule ids to skip")
+
+
+def run(args: argparse.Namespace) -> int:
+    result = optimize(
+        args.model,
+        output=args.output,
+        target=args.target,
+        only=args.only,
+        skip=args.skip,
+        report_path=args.report,
+    )
+    print(result.report.render())
+    print(f"\nwrote {args.output}")
+    return 0
