@@ -7,4 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from edgefuse.optimize import optimize  # noqa: E402
+from edgefuse.verify import verify  # noqa: E402
+
+__all__ = ["__version__", "optimize", "verify"]
