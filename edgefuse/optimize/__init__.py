@@ -38,6 +38,7 @@ def optimize(
     rules = select_rules(pipeline.rules, only, skip)
     proto = _load(model)
     ir_model = ir.serde.deserialize_model(proto)
+    _initializers_out_of_inputs(ir_model)
     report = run_pipeline(ir_model, pipeline, rules)
     result = ir.serde.serialize_model(ir_model)
     _check(result)
@@ -56,6 +57,22 @@ def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     from edgefuse.convert.onnx_load import load_onnx  # noqa: PLC0415 - convert imports torch lazily
 
     return load_onnx(model)
+
+
+def _initializers_out_of_inputs(model: ir.Model) -> None:
+    """Spell an IR < 4 model's constants the IR 4 way, so that rules may fold them.
+
+    Before IR 4 every initializer had to be listed as a graph input too, and ONNX Runtime treats
+    such inputs as constants; from IR 4 on an initializer listed as an input is a default the
+    caller may override, which the rules refuse to fold. Dropping those inputs and raising the IR
+    version keeps the meaning and lets the folded model carry initializers that are not inputs.
+    """
+    if model.ir_version >= 4:
+        return
+    inputs = model.graph.inputs
+    for value in [v for v in inputs if v.name in model.graph.initializers]:
+        inputs.remove(value)
+    model.ir_version = 4
 
 
 def _check(model: onnx.ModelProto) -> None:

@@ -64,8 +64,12 @@ class AdoptedRule:
 
 
 def constant_array(value: ir.Value | None) -> np.ndarray | None:
-    """The value's constant content (initializer or Constant node), or None."""
-    if value is None:
+    """The value's constant content (initializer or Constant node), or None.
+
+    An initializer that is also a graph input is only a default the caller may override (ONNX
+    Runtime feeds it from the inputs), so folding it would silently ignore what the caller feeds.
+    """
+    if value is None or value.is_graph_input():
         return None
     tensor = ir.convenience.get_const_tensor(value)
     return None if tensor is None else tensor.numpy()
