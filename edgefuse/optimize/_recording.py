@@ -69,28 +69,31 @@ class RecordingRule(RewriteRule):
 
 
 def _node_key(node: ir.Node) -> str:
-    return node.name or f"<unnamed {node.op_type}>"
+    """The node's name; an unnamed node is told apart by its (graph-unique) first output."""
+    return node.name or f"<unnamed {node.op_type} -> {node.outputs[0].name}>"
 
 
 def _name_new_nodes(new_nodes, matched_nodes, root: ir.Node, rule_id: str) -> None:
     """Give each new node the name of the matched node it stands for, so layers stay traceable.
 
     A new node takes the name of a matched node of the same op type (a Conv that absorbed a
-    BatchNorm stays that Conv); otherwise the root of the match (its output node) lends its name.
+    BatchNorm stays that Conv); otherwise the last new node, which produces the replacement's
+    output, takes the name of the root of the match (its output node), and helpers such as a new
+    Constant get a name derived from it.
     """
     names_by_type: dict[str, list[str]] = {}
     for matched in matched_nodes:
         if matched.name:
             names_by_type.setdefault(matched.op_type, []).append(matched.name)
+    names = [
+        candidates.pop(0) if (candidates := names_by_type.get(n.op_type)) else None
+        for n in new_nodes
+    ]
     root_name = root.name or rule_id
-    used: set[str] = set()
-    for index, new_node in enumerate(new_nodes):
-        candidates = names_by_type.get(new_node.op_type, [])
-        name = candidates.pop(0) if candidates else root_name
-        if name in used:
-            name = f"{root_name}/{rule_id}_{index}"
-        new_node.name = name
-        used.add(name)
+    if names and names[-1] is None and root_name not in names:
+        names[-1] = root_name
+    for index, (new_node, name) in enumerate(zip(new_nodes, names, strict=True)):
+        new_node.name = name if name is not None else f"{root_name}/{rule_id}_{index}"
 
 
 def _uniquify_initializers(new_initializers, graph_or_function) -> None:

@@ -105,12 +105,25 @@ def require_unshared(
             continue
         for user, _ in value.uses():
             if user not in inside:
+                user_name = user.name or f"<unnamed {user.op_type}>"
                 result.fail(
-                    f"{role} '{value.name}' is shared with node '{user.name}' outside the match",
+                    f"{role} '{value.name}' is shared with node '{user_name}' outside the match",
                     value,
                 )
                 return False
     return True
+
+
+def data_and_constant(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The (data, constant) operands of a commutative op, in whichever order the graph has them.
+
+    Why not commuted patterns: when both operands are free pattern variables, both variants
+    match, and the refusal of the variant that binds the data as the constant ("'x' is not
+    constant") would overwrite the reason that matters in the report.
+    """
+    if constant_array(a) is not None and constant_array(b) is None:
+        return b, a
+    return a, b
 
 
 def float_dtype(result: MatchResult, value: ir.Value) -> bool:
