@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+from onnxscript.rewriter import MatchResult
 
 
 def per_weight_input_channel(vector: np.ndarray, conv: ir.Node, weight_shape) -> np.ndarray:
@@ -23,3 +24,19 @@ def per_weight_input_channel(vector: np.ndarray, conv: ir.Node, weight_shape) ->
 
 def input_channels(conv: ir.Node, weight_shape) -> int:
     return conv.attributes.get_int("group", 1) * weight_shape[1]
+
+
+def keeps_conv_input_shape(result: MatchResult, x: ir.Value, rank: int, channels: int) -> bool:
+    """Refuse when the constant broadcasts ``x`` (to more channels or a higher rank).
+
+    Removing the Mul/Add hands ``x`` itself to the Conv, which is only valid when ``x`` already
+    has the shape the Conv read: ``[N, C_in, ...]`` of the weights' rank.
+    """
+    shape = x.shape
+    if shape is None or shape.rank() != rank or shape[1] != channels:
+        result.fail(
+            f"'{x.name}' has shape {shape}: the constant would broadcast it to rank {rank} "
+            f"with {channels} channels"
+        )
+        return False
+    return True

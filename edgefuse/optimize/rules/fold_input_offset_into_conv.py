@@ -2,7 +2,8 @@
 
 ``W (x + t) = W x + W t``; for a per-input-channel ``t`` the second term is a constant per output
 channel: ``B'[o] = B[o] + sum_{j,k} W[o, j, k] * t[channel(o, j)]``. Only exact without padding:
-at a padded border the original Conv sees zeros, not ``t``, so padded Convs are refused.
+at a padded border the original Conv sees zeros, not ``t``, so padded Convs are refused. ``t``
+may be either operand of the Add, and must not broadcast ``x`` to a larger shape.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from onnxscript.rewriter import MatchResult
 from edgefuse.optimize.rule import (
     Rule,
     constant_array,
+    data_and_constant,
     float_dtype,
     make_constant,
     require_constants,
@@ -20,19 +22,23 @@ from edgefuse.optimize.rule import (
 )
 from edgefuse.optimize.rules._batchnorm import per_channel_bias
 from edgefuse.optimize.rules._channelwise import channel_vector
-from edgefuse.optimize.rules._conv_input import input_channels, per_weight_input_channel
+from edgefuse.optimize.rules._conv_input import (
+    input_channels,
+    keeps_conv_input_shape,
+    per_weight_input_channel,
+)
 
 
 class FoldInputOffsetIntoConv(Rule):
     id = "fold-input-offset-into-conv"
     description = "fold a per-channel constant Add in front of an unpadded Conv into its bias"
-    commute = True
 
-    def pattern(self, op, x, t, w):
-        return op.Conv(op.Add(x, t), w, _allow_other_inputs=True, _outputs=["conv_out"])
+    def pattern(self, op, a, b, w):
+        return op.Conv(op.Add(a, b), w, _allow_other_inputs=True, _outputs=["conv_out"])
 
-    def check(self, context, x, t, w, conv_out) -> MatchResult:
+    def check(self, context, a, b, w, conv_out) -> MatchResult:
         result = MatchResult()
+        x, t = data_and_constant(a, b)
         conv = conv_out.producer()
         bias = conv.inputs[2] if len(conv.inputs) > 2 else None
         if not float_dtype(result, w):
@@ -49,10 +55,14 @@ class FoldInputOffsetIntoConv(Rule):
         if not require_unshared(result, context.nodes, B=bias):
             return result
         weights = arrays["W"]
-        channel_vector(result, arrays["addend"], weights.ndim, input_channels(conv, weights.shape))
+        channels = input_channels(conv, weights.shape)
+        if channel_vector(result, arrays["addend"], weights.ndim, channels) is None:
+            return result
+        keeps_conv_input_shape(result, x, weights.ndim, channels)
         return result
 
-    def rewrite(self, op, x, t, w, conv_out):
+    def rewrite(self, op, a, b, w, conv_out):
+        x, t = data_and_constant(a, b)
         conv = conv_out.producer()
         weights = w.const_value.numpy()
         vector = channel_vector(

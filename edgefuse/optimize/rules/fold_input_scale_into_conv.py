@@ -2,7 +2,8 @@
 
 For a per-input-channel constant ``c``: ``W'[o, j] = W[o, j] * c[channel(o, j)]`` (grouping in
 _conv_input). Exact including zero padding, because a padded zero times ``c`` is still zero.
-This is how input normalisation ``x * (1/std)`` baked into a model disappears.
+This is how input normalisation ``x * (1/std)`` baked into a model disappears. ``c`` may be
+either operand of the Mul, and must not broadcast ``x`` to a larger shape.
 """
 
 from __future__ import annotations
@@ -13,25 +14,30 @@ from onnxscript.rewriter import MatchResult
 from edgefuse.optimize.rule import (
     Rule,
     constant_array,
+    data_and_constant,
     float_dtype,
     make_constant,
     require_constants,
     require_unshared,
 )
 from edgefuse.optimize.rules._channelwise import channel_vector
-from edgefuse.optimize.rules._conv_input import input_channels, per_weight_input_channel
+from edgefuse.optimize.rules._conv_input import (
+    input_channels,
+    keeps_conv_input_shape,
+    per_weight_input_channel,
+)
 
 
 class FoldInputScaleIntoConv(Rule):
     id = "fold-input-scale-into-conv"
     description = "fold a per-channel constant Mul in front of a Conv into its weights"
-    commute = True
 
-    def pattern(self, op, x, c, w):
-        return op.Conv(op.Mul(x, c), w, _allow_other_inputs=True, _outputs=["conv_out"])
+    def pattern(self, op, a, b, w):
+        return op.Conv(op.Mul(a, b), w, _allow_other_inputs=True, _outputs=["conv_out"])
 
-    def check(self, context, x, c, w, conv_out) -> MatchResult:
+    def check(self, context, a, b, w, conv_out) -> MatchResult:
         result = MatchResult()
+        x, c = data_and_constant(a, b)
         conv = conv_out.producer()
         if not float_dtype(result, w):
             return result
@@ -41,12 +47,14 @@ class FoldInputScaleIntoConv(Rule):
         if not require_unshared(result, context.nodes, W=w):
             return result
         weights = arrays["W"]
-        channel_vector(
-            result, arrays["multiplier"], weights.ndim, input_channels(conv, weights.shape)
-        )
+        channels = input_channels(conv, weights.shape)
+        if channel_vector(result, arrays["multiplier"], weights.ndim, channels) is None:
+            return result
+        keeps_conv_input_shape(result, x, weights.ndim, channels)
         return result
 
-    def rewrite(self, op, x, c, w, conv_out):
+    def rewrite(self, op, a, b, w, conv_out):
+        x, c = data_and_constant(a, b)
         conv = conv_out.producer()
         weights = w.const_value.numpy()
         vector = channel_vector(
