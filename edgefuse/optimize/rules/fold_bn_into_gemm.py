@@ -19,6 +19,7 @@ from edgefuse.optimize.rule import (
     require_unshared,
 )
 from edgefuse.optimize.rules._batchnorm import bn_affine, per_channel_bias
+from edgefuse.optimize.rules._channelwise import channel_vector
 
 
 class FoldBnIntoGemm(Rule):
@@ -41,8 +42,10 @@ class FoldBnIntoGemm(Rule):
         if not require_unshared(result, (gemm, bn), B=b, C=c):
             return result
         features = arrays["B"].shape[0 if gemm.attributes.get_int("transB", 0) else 1]
-        if "C" in arrays and arrays["C"].size not in (1, features):
-            return result.fail(f"Gemm bias of shape {arrays['C'].shape} is not per-feature")
+        # C broadcasts against the [M, N] output: only a constant along axis 1 is per-feature
+        # ([M, 1] has N elements when M == N, and is still per-row).
+        if "C" in arrays and channel_vector(result, arrays["C"], 2, features) is None:
+            return result
         bn_affine(result, bn)
         return result
 
