@@ -44,7 +44,10 @@ def pipeline_for(target: str) -> Pipeline:
         )
     return Pipeline(
         target=target,
-        before=(passes.FoldConstants(),),
+        # The folder leaves the nodes it bypassed in place (a Dropout it turned into Identity
+        # still reads the Conv output); until they are removed they count as other consumers
+        # and block every fold of the round.
+        before=(passes.FoldConstants(), passes.RemoveUnused()),
         rules=ALL_RULES,
         after=(
             passes.EliminateIdentities(),
