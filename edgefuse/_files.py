@@ -21,9 +21,12 @@ from edgefuse.errors import InputError
 _PROTOBUF_LIMIT = 2**31 - 1
 
 
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it to ``path`` only if the block succeeds."""
+def check_output_path(path: str | os.PathLike[str]) -> Path:
+    """The directory ``path`` will be written in; a user error when it cannot be written there.
+
+    Why callable on its own: a command that writes several files checks them all before writing
+    the first, so that a bad second path does not leave the first file behind.
+    """
     target = Path(path)
     if target.is_dir():
         raise InputError(
@@ -38,6 +41,14 @@ def atomic_output(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Pa
             hint=f"create it first: mkdir -p {parent}",
             reference="bad-output-path",
         )
+    return parent
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it to ``path`` only if the block succeeds."""
+    target = Path(path)
+    parent = check_output_path(target)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=parent)
     os.close(fd)
     tmp = Path(tmp_name)

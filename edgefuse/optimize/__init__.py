@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import onnx
 import onnx_ir as ir
 
-from edgefuse._files import save_onnx, write_text
+from edgefuse._files import check_output_path, save_onnx, write_text
 from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
 from edgefuse.optimize.report import RewriteReport
 
@@ -36,6 +36,9 @@ def optimize(
     """
     pipeline = pipeline_for(target)
     rules = select_rules(pipeline.rules, only, skip)
+    for path in (output, report_path):
+        if path is not None:
+            check_output_path(path)
     proto = _load(model)
     ir_model = ir.serde.deserialize_model(proto)
     _initializers_out_of_inputs(ir_model)
