@@ -1,0 +1,220 @@
+"""Down-convert a model's default-domain opset where ``onnx.version_converter`` gives up.
+
+Why: onnx's converter has no down-adapter for ops whose newer version only widened the accepted
+types ("No Adapter From Version $14 for Relu"), so a torch export at opset 17 cannot even reach
+opset 13, let alone the 11 that ATC on 310/310B is surest of. Between opsets 11 and 21 most
+version bumps of vision ops only add types, or add an attribute whose default keeps the old
+behaviour: such nodes mean the same under the older version number (checked against
+``onnx.defs`` schemas here, then by ``onnx.checker`` with strict type inference). The others move
+an attribute into an input (Split/Squeeze/Unsqueeze/ReduceSum at 13, the other Reduce ops at 18,
+Dropout's ratio at 12) and are moved back when that input is a constant; Softmax-family nodes
+changed meaning at 13 and are kept only when they reduce the last axis. Anything else is refused
+by node name. The caller (prepare.py) still proves the result on ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnx.defs
+from onnx import helper, numpy_helper
+
+_ANY = object()  # the attribute may be dropped whatever its value
+
+# Attributes a newer op version added whose value keeps the older version's behaviour.
+_DROPPABLE: dict[tuple[str, str], object] = {
+    ("ArgMax", "select_last_index"): 0,
+    ("ArgMin", "select_last_index"): 0,
+    ("AveragePool", "dilations"): "ones",
+    ("BatchNormalization", "training_mode"): 0,
+    ("Cast", "saturate"): _ANY,  # only affects float8 targets
+    ("Dropout", "seed"): _ANY,  # inference ignores it
+    ("GatherND", "batch_dims"): 0,
+    ("Reshape", "allowzero"): 0,
+    ("Resize", "antialias"): 0,
+    ("Resize", "keep_aspect_ratio_policy"): "stretch",
+    ("ScatterElements", "reduction"): "none",
+    ("ScatterND", "reduction"): "none",
+    ("Shape", "start"): 0,
+    ("Split", "num_outputs"): _ANY,  # an older Split splits equally into its outputs
+    **{
+        (op, "noop_with_empty_axes"): 0
+        for op in (
+            "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+            "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+        )
+    },
+}
+
+# (op, input index) that became an input in a newer version and was an attribute before.
+_INPUT_TO_ATTRIBUTE: dict[tuple[str, int], str] = {
+    ("Split", 1): "split",
+    ("Squeeze", 1): "axes",
+    ("Unsqueeze", 1): "axes",
+    **{
+        (op, 1): "axes"
+        for op in (
+            "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+            "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+        )
+    },
+}
+
+_LAST_AXIS_ONLY = ("Softmax", "LogSoftmax", "Hardmax")  # coerce-to-2D semantics before 13
+
+
+class DowngradeError(Exception):
+    """A node that has no equivalent at the target opset, with the reason."""
+
+
+def downgrade(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """A copy of ``model`` at default-domain opset ``target`` (lower than its own), or raise."""
+    source = next(e.version for e in model.opset_import if e.domain in ("", "ai.onnx"))
+    if target >= source:
+        raise ValueError(f"downgrade needs a lower opset than {source}, got {target}")
+    result = onnx.shape_inference.infer_shapes(model)  # ranks for the Softmax-family check
+    constants = _constants(result.graph)
+    ranks = _ranks(result.graph)
+    new_initializers: list[onnx.TensorProto] = []
+    for node in _default_domain_nodes(result.graph):
+        _downgrade_node(node, source, target, constants, ranks, new_initializers)
+    result.graph.initializer.extend(new_initializers)
+    for entry in result.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            entry.version = target
+    del result.graph.value_info[:]
+    try:
+        onnx.checker.check_model(result, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise DowngradeError(f"the model at opset {target} is not valid: {exc}") from exc
+    return result
+
+
+def _downgrade_node(
+    node: onnx.NodeProto,
+    source: int,
+    target: int,
+    constants: dict[str, np.ndarray],
+    ranks: dict[str, int],
+    new_initializers: list[onnx.TensorProto],
+) -> None:
+    label = f"node '{node.name or node.output[0]}' ({node.op_type})"
+    try:
+        old = onnx.defs.get_schema(node.op_type, source)
+        new = onnx.defs.get_schema(node.op_type, target)
+    except onnx.defs.SchemaError as exc:
+        raise DowngradeError(f"{label} does not exist at opset {target}") from exc
+    if old.since_version == new.since_version:
+        return
+    if node.op_type in _LAST_AXIS_ONLY and old.since_version >= 13 > new.since_version:
+        axis = _attr(node, "axis", -1)
+        rank = ranks.get(node.input[0])
+        if not (axis == -1 or (rank is not None and axis == rank - 1)):
+            raise DowngradeError(f"{label} reduces axis {axis}; before opset 13 that meant "
+                                 "flattening the trailing axes")
+    _ADAPTERS.get(node.op_type, _no_adapter)(node, constants, new_initializers)
+    for index, name in list(enumerate(node.input))[len(new.inputs) :]:
+        if not name:
+            continue
+        attr_name = _INPUT_TO_ATTRIBUTE.get((node.op_type, index))
+        if attr_name is None or name not in constants:
+            raise DowngradeError(f"{label} uses input {index}, which opset {target} does not have"
+                                 + ("" if attr_name is None else " (and it is not a constant)"))
+        node.attribute.append(helper.make_attribute(attr_name, constants[name].tolist()))
+    del node.input[len(new.inputs) :]
+    _trim_trailing_empty_inputs(node)
+    for attr in list(node.attribute):
+        if attr.name in new.attributes:
+            continue
+        allowed = _DROPPABLE.get((node.op_type, attr.name))
+        value = helper.get_attribute_value(attr)
+        value = value.decode() if isinstance(value, bytes) else value
+        keeps_meaning = allowed is _ANY or value == allowed or (
+            allowed == "ones" and all(v == 1 for v in value)
+        )
+        if not keeps_meaning:
+            raise DowngradeError(f"{label} sets {attr.name}={value!r}, which opset {target} "
+                                 "cannot express")
+        node.attribute.remove(attr)
+
+
+def _no_adapter(node: onnx.NodeProto, constants, new_initializers) -> None:
+    """Most ops need nothing beyond the generic input and attribute checks."""
+
+
+def _resize(node: onnx.NodeProto, constants, new_initializers: list[onnx.TensorProto]) -> None:
+    """Resize-11/10 require ``roi`` and ``scales`` inputs that 13 made optional: give empties."""
+    inputs = list(node.input) + [""] * (4 - len(node.input))
+    for index in (1, 2):
+        if not inputs[index] and any(inputs[index + 1 :]):
+            name = f"{node.name or node.output[0]}_empty_{'roi' if index == 1 else 'scales'}"
+            new_initializers.append(numpy_helper.from_array(np.zeros(0, np.float32), name))
+            inputs[index] = name
+    del node.input[:]
+    node.input.extend(inputs)
+    _trim_trailing_empty_inputs(node)
+
+
+def _dropout(node: onnx.NodeProto, constants, new_initializers) -> None:
+    """Dropout-12 made ``ratio`` an input; before, an attribute. Training mode cannot go back."""
+    inputs = list(node.input)
+    training = inputs[2] if len(inputs) > 2 else ""
+    if training and not (training in constants and not bool(constants[training])):
+        raise DowngradeError(f"Dropout '{node.name}' may run in training mode")
+    ratio = inputs[1] if len(inputs) > 1 else ""
+    if ratio:
+        if ratio not in constants:
+            raise DowngradeError(f"Dropout '{node.name}' has a computed ratio")
+        node.attribute.append(helper.make_attribute("ratio", float(constants[ratio])))
+    del node.input[1:]
+
+
+_ADAPTERS: dict[str, Callable[[onnx.NodeProto, dict, list], None]] = {
+    "Resize": _resize,
+    "Dropout": _dropout,
+}
+
+
+def _trim_trailing_empty_inputs(node: onnx.NodeProto) -> None:
+    while node.input and not node.input[-1]:
+        del node.input[-1]
+
+
+def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
+    for attr in node.attribute:
+        if attr.name == name:
+            return attr.i
+    return default
+
+
+def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attr in node.attribute:
+                if attr.name == "value":
+                    values[node.output[0]] = numpy_helper.to_array(attr.t)
+    return values
+
+
+def _ranks(graph: onnx.GraphProto) -> dict[str, int]:
+    ranks = {}
+    for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor_type = value.type.tensor_type
+        if tensor_type.HasField("shape"):
+            ranks[value.name] = len(tensor_type.shape.dim)
+    return ranks
+
+
+def _default_domain_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        if node.domain in ("", "ai.onnx"):
+            yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _default_domain_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _default_domain_nodes(sub)

@@ -1,0 +1,385 @@
+"""Prepare an ONNX model for ATC's parser: gears, domains, opset; then prove nothing changed.
+
+Why a separate step: ATC looks each node up as ``<domain>::<opset>::<OpType>`` in the parser's
+registry (Ascend/parser@parser/onnx/onnx_parser.cc), so the same math is accepted or refused
+depending on how the file spells it. This step changes the spelling only:
+
+- gears: dimensions that ``--dynamic_batch_size`` / ``--dynamic_image_size`` make dynamic become
+  symbolic in the graph inputs (ATC gets ``-1`` there in ``--input_shape``);
+- domains: nodes spelled ``ai.onnx`` join the default domain; nodes of a custom domain whose op
+  type CANN (or a registered plugin) claims in the default domain are moved there, mmdeploy's
+  way (open-mmlab/mmdeploy@mmdeploy/backend/ascend/onnx2ascend.py); unused ``opset_import``
+  entries are dropped, since several entries make the parser refuse default-domain nodes (E16005);
+- opset: the lowest opset, from ``target_opset`` up, at which the parser table registers every op
+  of the model. 11 by default, the opset Ascend's own samples export for 310/310B
+  (Ascend/ModelZoo-PyTorch ACL_PyTorch/built-in/cv/Yolov5_for_Pytorch/README.md; reference
+  ascend-toolchain.md §1.2). Up-conversion uses ``onnx.version_converter``; down-conversion
+  ``_downgrade`` (onnx's converter lacks most down-adapters).
+
+Then the prepared model and the original run on ONNX Runtime CPU on the same seeded inputs and
+every output must reach cosine >= 0.99999 (``edgefuse.verify``); each gear shape must also run.
+
+Why not ``edgefuse.convert``: it converts within its own supported range (11..21) with its own
+tolerance and no notion of the parser table; here the target opset is chosen per op by the table
+and the gate is the compile stage's cosine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from edgefuse.acl._downgrade import DowngradeError, downgrade
+from edgefuse.acl.opsupport import DEFAULT_DOMAINS, load_table, opset_imports
+from edgefuse.convert.onnx_load import graph_input_names
+from edgefuse.errors import InputError, ModelLoadError
+from edgefuse.verify import compare_arrays, random_feeds, run_onnx
+
+DEFAULT_TARGET_OPSET = 11
+MIN_COSINE = 0.99999
+PARITY_SEED = 0
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gears:
+    """The dynamic dimensions ATC will compile gears for, per input."""
+
+    dims: Mapping[str, tuple[int, ...]]  # input name -> dimension indices that are dynamic
+    shapes: tuple[Mapping[str, tuple[int, ...]], ...]  # one concrete shape set per gear
+
+    @property
+    def empty(self) -> bool:
+        return not self.dims
+
+
+NO_GEARS = Gears({}, ())
+
+
+@dataclasses.dataclass
+class PreparedModel:
+    model: onnx.ModelProto
+    source_opset: int
+    opset: int
+    changes: list[str]
+    parity: dict[str, Any]  # {"checked", "min_cosine", "outputs": {name: cosine}, "reason"}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source_opset": self.source_opset,
+            "opset": self.opset,
+            "changes": self.changes,
+            "parity": self.parity,
+        }
+
+
+def make_gears(
+    model: onnx.ModelProto,
+    *,
+    dynamic_batch: Sequence[int] | None = None,
+    dynamic_image_size: Sequence[tuple[int, int]] | None = None,
+) -> Gears:
+    """Which input dimensions each gear option makes dynamic, and the shapes of every gear.
+
+    ``dynamic_batch`` gears dimension 0 of every input (ATC's own example gears ``data`` and
+    ``img_info`` together); ``dynamic_image_size`` gears H and W of every 4-D input.
+    """
+    if dynamic_batch is None and dynamic_image_size is None:
+        return NO_GEARS
+    if dynamic_batch is not None and dynamic_image_size is not None:
+        raise InputError(
+            "--dynamic-batch and --dynamic-image-size cannot be used together",
+            hint="ATC accepts one kind of gear per model",
+            reference="bad-atc-options",
+        )
+    shapes = _declared_shapes(model)
+    if dynamic_batch is not None:
+        dims = {name: (0,) for name in shapes}
+        gears = tuple(
+            {name: (batch, *shape[1:]) for name, shape in shapes.items()} for batch in dynamic_batch
+        )
+        return Gears(dims, gears)
+    four_d = {name: shape for name, shape in shapes.items() if len(shape) == 4}
+    if not four_d:
+        raise InputError(
+            "--dynamic-image-size needs an NCHW input; the model has none",
+            reference="bad-atc-options",
+        )
+    dims = {name: (2, 3) for name in four_d}
+    gears = tuple(
+        {
+            name: ((*shape[:2], h, w) if name in four_d else shape)
+            for name, shape in shapes.items()
+        }
+        for h, w in dynamic_image_size or ()
+    )
+    return Gears(dims, gears)
+
+
+def prepare_for_atc(
+    model: onnx.ModelProto,
+    *,
+    target_opset: int = DEFAULT_TARGET_OPSET,
+    gears: Gears = NO_GEARS,
+    plugins: Collection[str] = (),
+    min_cosine: float = MIN_COSINE,
+) -> PreparedModel:
+    """A copy of ``model`` spelled the way ATC's parser accepts it, verified against the original.
+
+    Raises when the prepared model computes something else (cosine below ``min_cosine``) or a
+    gear shape does not run. Ops the table does not know are left for ``check_model`` to report.
+    """
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    changes: list[str] = []
+    source_opset = opset_imports(model).get("", 0)
+    _relax_gear_dims(work, gears, changes)
+    _normalize_domains(work, plugins, changes)
+    work, opset = _choose_opset(work, target_opset, plugins, changes)
+    parity = _check_parity(model, work, gears, min_cosine)
+    _check_gears_run(work, gears)
+    return PreparedModel(work, source_opset, opset, changes, parity)
+
+
+# ---- spelling changes ---------------------------------------------------------------------------
+
+
+def _declared_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Static shapes of the graph inputs; a dynamic dimension is -1."""
+    values = {value.name: value for value in model.graph.input}
+    shapes = {}
+    for name in graph_input_names(model):
+        dims = values[name].type.tensor_type.shape.dim
+        shapes[name] = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in dims)
+    return shapes
+
+
+def _relax_gear_dims(model: onnx.ModelProto, gears: Gears, changes: list[str]) -> None:
+    if gears.empty:
+        return
+    for value in model.graph.input:
+        for index in gears.dims.get(value.name, ()):
+            dim = value.type.tensor_type.shape.dim[index]
+            if not dim.HasField("dim_param"):
+                dim.dim_param = f"{value.name}_dim{index}"
+    # Intermediate and output shapes recorded for the old static dims would now be wrong.
+    del model.graph.value_info[:]
+    for output in model.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    inferred = onnx.shape_inference.infer_shapes(model)
+    model.graph.ClearField("output")
+    model.graph.output.extend(inferred.graph.output)
+    listed = ", ".join(f"{name}{list(dims)}" for name, dims in gears.dims.items())
+    changes.append(f"made gear dimensions dynamic: {listed}")
+
+
+def _normalize_domains(
+    model: onnx.ModelProto, plugins: Collection[str], changes: list[str]
+) -> None:
+    table = load_table()
+    moved: dict[str, str] = {}
+    for node in _nodes(model.graph):
+        if node.domain == "ai.onnx":
+            node.domain = ""
+        elif node.domain and (
+            node.op_type in table.ops
+            or any(p.startswith("ai.onnx::") and p.endswith(f"::{node.op_type}") for p in plugins)
+        ):
+            moved[f"{node.domain}::{node.op_type}"] = node.op_type
+            node.domain = ""
+    if moved:
+        changes.append(
+            "moved custom-domain nodes to the default domain, where CANN registers them: "
+            + ", ".join(sorted(moved))
+        )
+    used = {node.domain for node in _nodes(model.graph)} | {""}
+    kept = [
+        entry for entry in model.opset_import
+        if ("" if entry.domain in DEFAULT_DOMAINS else entry.domain) in used
+    ]
+    dropped = [entry.domain for entry in model.opset_import if entry not in kept]
+    if dropped:
+        del model.opset_import[:]
+        model.opset_import.extend(kept)
+        changes.append(f"dropped unused opset_import entries {dropped}")
+    for entry in model.opset_import:
+        if entry.domain == "ai.onnx":
+            entry.domain = ""
+
+
+def _unregistered_at(model: onnx.ModelProto, opset: int, plugins: Collection[str]) -> list[str]:
+    """Default-domain op types of ``model`` that the parser table lacks at ``opset``."""
+    table = load_table()
+    missing: dict[str, None] = {}
+    for node in _nodes(model.graph):
+        if node.domain:
+            continue
+        entry = table.ops.get(node.op_type)
+        key = f"ai.onnx::{opset}::{node.op_type}"
+        if key not in plugins and (entry is None or not entry.supports(opset)):
+            missing.setdefault(node.op_type, None)
+    return list(missing)
+
+
+def _choose_opset(
+    model: onnx.ModelProto, target: int, plugins: Collection[str], changes: list[str]
+) -> tuple[onnx.ModelProto, int]:
+    table = load_table()
+    current = opset_imports(model).get("", 0)
+    blockers: list[str] = []
+    for opset in range(target, table.max_opset + 1):
+        missing = _unregistered_at(model, opset, plugins)
+        if missing:
+            blockers.append(f"{opset} ({', '.join(missing)} not registered)")
+            continue
+        if opset == current:
+            candidate = model
+        else:
+            try:
+                candidate = _convert(model, current, opset)
+            except (DowngradeError, RuntimeError, onnx.checker.ValidationError) as exc:
+                logger.info("opset %d -> %d failed: %s", current, opset, exc)
+                blockers.append(f"{opset} ({exc})")
+                continue
+            missing = _unregistered_at(candidate, opset, plugins)
+            if missing:
+                blockers.append(f"{opset} (conversion introduced {', '.join(missing)})")
+                continue
+        if opset != current:
+            why = "" if opset == target else (
+                f"; lower opsets were not usable: {'; '.join(blockers)}"
+            )
+            changes.append(f"converted opset {current} -> {opset}{why}")
+        return candidate, opset
+    changes.append(
+        f"kept opset {current}: no opset from {target} to {table.max_opset} has every op "
+        "registered (see the op-support report)"
+    )
+    return model, current
+
+
+def _convert(model: onnx.ModelProto, current: int, opset: int) -> onnx.ModelProto:
+    """Up with onnx's converter (it has the up-adapters), down with edgefuse's own."""
+    if opset < current:
+        return downgrade(model, opset)
+    converted = onnx.version_converter.convert_version(model, opset)
+    onnx.checker.check_model(converted)
+    return converted
+
+
+def _nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _nodes(sub)
+
+
+# ---- verification -------------------------------------------------------------------------------
+
+
+def _feeds(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Seeded random inputs at ``shapes`` (``edgefuse.verify.random_feeds`` on a fixed copy)."""
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        if value.name in shapes:
+            shape = value.type.tensor_type.shape
+            shape.ClearField("dim")
+            for size in shapes[value.name]:
+                shape.dim.add().dim_value = size
+    return random_feeds(fixed, seed=PARITY_SEED)
+
+
+def _check_parity(
+    original: onnx.ModelProto, prepared: onnx.ModelProto, gears: Gears, min_cosine: float
+) -> dict[str, Any]:
+    shapes = _declared_shapes(original)
+    if any(-1 in shape for shape in shapes.values()):
+        if not gears.shapes:
+            return {"checked": False, "reason": "dynamic input dimensions without gears"}
+        shapes = dict(gears.shapes[0])
+    feeds = _feeds(original, shapes)
+    try:
+        expected = run_onnx(original, feeds)
+    except _ort_errors() as exc:  # recorded in the manifest, and logged
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        logger.warning("parity not checked: ONNX Runtime cannot run the original: %s", reason)
+        return {"checked": False, "reason": f"ONNX Runtime cannot run the original: {reason}"}
+    try:
+        actual = run_onnx(prepared, feeds)
+    except _ort_errors() as exc:
+        raise ModelLoadError(
+            "the model prepared for ATC does not run on ONNX Runtime, the original does",
+            context=str(exc).strip(),
+            hint="pass --opset with the model's own opset to skip the conversion",
+            reference="prepare-parity-failed",
+        ) from exc
+    cosines: dict[str, float] = {}
+    for name, reference in expected.items():
+        if name not in actual or actual[name].shape != reference.shape:
+            got = actual[name].shape if name in actual else "missing"
+            raise ModelLoadError(
+                f"output '{name}' changed shape in the prepared model: {got}, "
+                f"original {reference.shape}",
+                reference="prepare-parity-failed",
+            )
+        cosines[name] = compare_arrays(reference, actual[name])[0]
+    failed = {name: c for name, c in cosines.items() if not c >= min_cosine}
+    if failed:
+        listing = "\n".join(f"{name}: cosine {c:.8f}" for name, c in failed.items())
+        raise ModelLoadError(
+            f"the model prepared for ATC differs from the original (cosine < {min_cosine})",
+            context=listing + f"\n(seeded random inputs, seed {PARITY_SEED})",
+            hint="the opset conversion mis-translated an op: pass --opset with the model's own "
+            "opset, or one closer to it",
+            reference="prepare-parity-failed",
+        )
+    return {
+        "checked": True,
+        "min_cosine": min(cosines.values(), default=1.0),
+        "gate": min_cosine,
+        "seed": PARITY_SEED,
+        "outputs": cosines,
+    }
+
+
+def _check_gears_run(prepared: onnx.ModelProto, gears: Gears) -> None:
+    """Every gear shape must run on ONNX Runtime: a batch or size baked into the graph fails here,
+    on the host, instead of as a wrong OM on the board."""
+    for shapes in gears.shapes:
+        feeds = _feeds(prepared, shapes)
+        try:
+            outputs = run_onnx(prepared, feeds)
+        except _ort_errors() as exc:
+            raise InputError(
+                f"the model does not run at gear shape {dict(shapes)}",
+                context=str(exc).strip().splitlines()[0] if str(exc).strip() else None,
+                hint="the batch or image size is baked into the graph (e.g. a Reshape to a fixed "
+                "shape); re-export with dynamic axes or drop the gear option",
+                reference="gear-shape-fails",
+            ) from exc
+        if not all(np.all(np.isfinite(v)) for v in outputs.values() if v.dtype.kind == "f"):
+            raise InputError(
+                f"the model gives non-finite outputs at gear shape {dict(shapes)}",
+                reference="gear-shape-fails",
+            )
+
+
+def _ort_errors() -> tuple[type[BaseException], ...]:
+    """ONNX Runtime's exception classes (each derives from Exception directly, not one base)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state  # noqa: PLC0415
+
+    return tuple(
+        value for value in vars(state).values()
+        if isinstance(value, type) and issubclass(value, Exception)
+    )
