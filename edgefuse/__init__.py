@@ -7,7 +7,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from edgefuse.convert import convert  # noqa: E402
 from edgefuse.optimize import optimize  # noqa: E402
 from edgefuse.verify import verify  # noqa: E402
 
-__all__ = ["__version__", "optimize", "verify"]
+__all__ = ["__version__", "convert", "optimize", "verify"]

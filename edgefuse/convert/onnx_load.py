@@ -1,0 +1,290 @@
+"""Read an ONNX file and check what the rest of edgefuse takes for granted about it.
+
+Why these checks up front: protobuf parses almost any bytes into *some* message, onnx.load reports a
+missing external-data file as a checker error about a "regular file", and an unknown op domain or
+a dynamic dimension otherwise surfaces much later as an ATC failure on the board. Each case here
+becomes a ModelLoadError that says what is wrong, where, and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import external_data_helper
+
+from edgefuse.convert.input_spec import format_shape
+from edgefuse.errors import InputError, ModelLoadError
+
+# Op domains edgefuse's later stages (ORT, the Ascend compiler, edgefuse's own ops) understand.
+KNOWN_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "edgefuse"})
+
+_LISTED = 8  # how many offending nodes or names an error message lists
+
+
+def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Parse an ONNX file and its external data into one in-memory model."""
+    source = Path(path)
+    if not source.exists():
+        raise InputError(
+            f"no such file: '{source}'",
+            hint="check the path (relative paths are taken from the current directory)",
+            reference="file-not-found",
+        )
+    if source.is_dir():
+        raise InputError(f"'{source}' is a directory, not a model file", reference="bad-model-file")
+    data = source.read_bytes()
+    model = _parse(data, source)
+    _load_external_data(model, source)
+    return model
+
+
+def check_domains(model: onnx.ModelProto, *, where: str = "the model") -> None:
+    """Refuse ops from domains no later stage can run, naming the nodes that use them.
+
+    Ops that the model defines itself as local functions are fine: they are expanded from their
+    bodies.
+    """
+    local_functions = {(function.domain, function.name) for function in model.functions}
+    unknown: dict[str, list[str]] = {}
+    for graph_name, node in _all_nodes(model):
+        if node.domain in KNOWN_DOMAINS or (node.domain, node.op_type) in local_functions:
+            continue
+        label = f"{node.name or '(unnamed)'} ({node.op_type})"
+        if graph_name:
+            label += f" in {graph_name}"
+        unknown.setdefault(node.domain, []).append(label)
+    if not unknown:
+        return
+    lines = [
+        f"domain '{domain}': {len(nodes)} node(s): {_listing(nodes)}"
+        for domain, nodes in sorted(unknown.items())
+    ]
+    raise ModelLoadError(
+        f"{where} uses ops from the unknown domain(s) "
+        + ", ".join(f"'{domain}'" for domain in sorted(unknown)),
+        context="\n".join(lines),
+        hint="edgefuse runs the standard ONNX domains, com.microsoft and edgefuse; replace these "
+        "ops before export, or ship their definitions as model-local functions",
+        reference="unknown-op-domain",
+    )
+
+
+def graph_input_names(model: onnx.ModelProto) -> list[str]:
+    """The inputs a caller feeds: graph inputs that are not initializers (old IRs list both)."""
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    return [value.name for value in model.graph.input if value.name not in initializers]
+
+
+def check_graph_inputs(model: onnx.ModelProto, *, where: str = "the model") -> list[str]:
+    """A graph without inputs computes a constant: nothing to deploy, almost always a bad export."""
+    names = graph_input_names(model)
+    if not names:
+        raise ModelLoadError(
+            f"{where} has no graph inputs",
+            context=f"{len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers",
+            hint="export the model with its inputs as graph inputs (torch.onnx.export with "
+            "input_names=...), not as constants baked into the graph",
+            reference="graph-without-inputs",
+        )
+    return names
+
+
+def check_input_shapes(
+    model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]], *, where: str = "the model"
+) -> None:
+    """Every given shape names a real input and fits it; every input ends up fully static.
+
+    Why static: the Ascend compiler builds for fixed shapes, and constant folding and shape
+    inference only finish their work when every dimension is known.
+    """
+    names = graph_input_names(model)
+    unknown = [name for name in shapes if name not in names]
+    if unknown:
+        raise InputError(
+            f"--input names {', '.join(repr(n) for n in unknown)}, which {where} does not have",
+            context=f"the model's inputs: {', '.join(names)}",
+            hint=f"use one of the real names, e.g. --input {names[0]}:...",
+            reference="unknown-input-name",
+        )
+    values = {value.name: value for value in model.graph.input}
+    for name in names:
+        dims = _declared_dims(values[name])
+        if name in shapes:
+            _check_fits(name, dims, shapes[name])
+            continue
+        if dims is None:
+            raise InputError(
+                f"input '{name}' has no declared shape",
+                hint=f"give its shape: --input {name}:D0,D1,...",
+                reference="dynamic-input-shape",
+            )
+        dynamic = [(index, dim) for index, dim in enumerate(dims) if not isinstance(dim, int)]
+        if dynamic:
+            index, dim = dynamic[0]
+            which = ", ".join(f"{i} ('{d or '?'}')" for i, d in dynamic)
+            example = format_shape([d if isinstance(d, int) else 1 for d in dims])
+            raise InputError(
+                f"input '{name}' has dynamic dimension(s) {which} and no shape was given",
+                context=f"declared shape: [{format_shape([d or '?' for d in dims])}]",
+                hint=f"fix the shape for deployment, e.g. --input {name}:{example}",
+                reference="dynamic-input-shape",
+            )
+
+
+def _parse(data: bytes, source: Path) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except DecodeError as exc:
+        raise _not_onnx(data, source, str(exc)) from None
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise _not_onnx(data, source, "the message has no IR version or no graph")
+    return model
+
+
+def _not_onnx(data: bytes, source: Path, detail: str) -> ModelLoadError:
+    size = f"{len(data)} bytes"
+    if zipfile.is_zipfile(source):
+        return ModelLoadError(
+            f"'{source}' is a zip archive (a PyTorch file?), not an ONNX model",
+            context=size,
+            hint="convert it first: edgefuse convert FILE -o model.onnx",
+            reference="not-onnx",
+        )
+    if data[:1] == b"\x08" and len(data) > 16:
+        # ModelProto.ir_version (field 1, varint) comes first in every file onnx writes.
+        return ModelLoadError(
+            f"'{source}' starts like an ONNX model but cannot be parsed: truncated or corrupted",
+            context=f"{size}; protobuf: {detail}",
+            hint="copy or download the file again and compare its size with the original",
+            reference="truncated-model",
+        )
+    return ModelLoadError(
+        f"'{source}' is not an ONNX model",
+        context=f"{size}; protobuf: {detail}",
+        hint="pass an .onnx file, a TorchScript file, or a 'package.module:factory' callable",
+        reference="not-onnx",
+    )
+
+
+def _load_external_data(model: onnx.ModelProto, source: Path) -> None:
+    base = source.parent
+    external = [
+        tensor for tensor in _all_tensors(model) if external_data_helper.uses_external_data(tensor)
+    ]
+    for tensor in external:
+        info = external_data_helper.ExternalDataInfo(tensor)
+        data_file = base / info.location
+        if not data_file.is_file():
+            raise ModelLoadError(
+                f"external data of tensor '{tensor.name}' is missing",
+                context=f"looked for '{data_file}' (location '{info.location}' in '{source.name}')",
+                hint="keep the external-data file next to the .onnx file, under the name the "
+                "model records",
+                reference="missing-external-data",
+            )
+        needed = (info.offset or 0) + (info.length or 0)
+        if info.length is not None and data_file.stat().st_size < needed:
+            raise ModelLoadError(
+                f"external data of tensor '{tensor.name}' is truncated",
+                context=f"'{data_file}' has {data_file.stat().st_size} bytes, the tensor needs "
+                f"bytes up to {needed}",
+                hint="copy the external-data file again",
+                reference="missing-external-data",
+            )
+    if not external:
+        return
+    try:
+        external_data_helper.load_external_data_for_model(model, str(base))
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        raise ModelLoadError(
+            f"cannot read the external data of '{source}'",
+            context=str(exc),
+            hint="external data must lie in or below the model's directory",
+            reference="missing-external-data",
+        ) from exc
+
+
+def _declared_dims(value: onnx.ValueInfoProto) -> list[int | str] | None:
+    """Declared dims (int for static, the dim_param or '' for dynamic), None when unranked."""
+    tensor_type = value.type.tensor_type
+    if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+        return None
+    return [
+        dim.dim_value if dim.HasField("dim_value") else dim.dim_param
+        for dim in tensor_type.shape.dim
+    ]
+
+
+def _check_fits(name: str, dims: list[int | str] | None, shape: tuple[int, ...]) -> None:
+    if dims is None:
+        return
+    declared = f"[{format_shape([d or '?' for d in dims])}]"
+    if len(dims) != len(shape):
+        raise InputError(
+            f"input '{name}' has rank {len(dims)}, but the given shape has {len(shape)} dims",
+            context=f"declared shape: {declared}, given: [{format_shape(shape)}]",
+            hint=f"give {len(dims)} dims: --input {name}:...",
+            reference="bad-input-shape",
+        )
+    clashes = [
+        f"dim {index}: model {dim}, given {given}"
+        for index, (dim, given) in enumerate(zip(dims, shape, strict=True))
+        if isinstance(dim, int) and dim != given
+    ]
+    if clashes:
+        raise InputError(
+            f"the shape given for input '{name}' contradicts its static dims",
+            context=f"declared shape: {declared}; " + "; ".join(clashes),
+            hint="only dynamic dims can be chosen; keep the static ones as declared",
+            reference="bad-input-shape",
+        )
+
+
+def _all_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Initializers of every graph and tensors held in node attributes (Constant values)."""
+    yield from model.graph.initializer
+    for _, node in _all_nodes(model):
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            subgraphs = [*attribute.graphs, *([attribute.g] if attribute.HasField("g") else [])]
+            for subgraph in subgraphs:
+                yield from subgraph.initializer
+
+
+def _all_nodes(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.NodeProto]]:
+    """Every node: main graph, subgraphs (If/Loop/Scan bodies) and local function bodies."""
+    yield from _graph_nodes(model.graph, "")
+    for function in model.functions:
+        for node in function.node:
+            yield from _node_and_subgraphs(node, f"function {function.name}")
+
+
+def _graph_nodes(graph: onnx.GraphProto, graph_name: str) -> Iterator[tuple[str, onnx.NodeProto]]:
+    for node in graph.node:
+        yield from _node_and_subgraphs(node, graph_name)
+
+
+def _node_and_subgraphs(
+    node: onnx.NodeProto, graph_name: str
+) -> Iterator[tuple[str, onnx.NodeProto]]:
+    yield graph_name, node
+    for attribute in node.attribute:
+        subgraphs = list(attribute.graphs)
+        if attribute.HasField("g"):
+            subgraphs.append(attribute.g)
+        for subgraph in subgraphs:
+            label = f"subgraph '{attribute.name}' of {node.name or node.op_type}"
+            yield from _graph_nodes(subgraph, label)
+
+
+def _listing(items: list[str]) -> str:
+    shown = ", ".join(items[:_LISTED])
+    return shown if len(items) <= _LISTED else f"{shown}, … ({len(items) - _LISTED} more)"
