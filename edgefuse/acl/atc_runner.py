@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -95,6 +95,26 @@ class AtcError(ToolError):
 def find_atc() -> str | None:
     """The ``atc`` on PATH (set by CANN's ``set_env.sh``), or None."""
     return shutil.which("atc")
+
+
+def cann_version(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The CANN toolkit version ``set_env.sh`` points at, or None when it cannot be told.
+
+    Read from ``<ASCEND_HOME_PATH>/<arch>-linux/ascend_toolkit_install.info``, the file CANN's
+    installer documents for "software package version, CPU architecture, and installation path"
+    (hiascend canncommercial/800 softwareinst/instg/instg_0044.html); its ``version=`` line is
+    [UNCONFIRMED] from the docs, hence None rather than a guess when it is absent.
+    """
+    for variable in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"):
+        root = environ.get(variable)
+        if not root:
+            continue
+        for info in sorted(Path(root).glob("*-linux/ascend_toolkit_install.info")):
+            for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "version" and value.strip():
+                    return value.strip()
+    return None
 
 
 def run_atc(
