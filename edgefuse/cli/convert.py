@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--exporter", choices=EXPORTERS, default="auto",
-        help="PyTorch exporter (auto: dynamo, TorchScript for TorchScript files)",
+        help="PyTorch exporter (auto: dynamo; TorchScript for TorchScript files and for "
+        "opsets below 18)",
     )
 
 

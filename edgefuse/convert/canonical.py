@@ -29,6 +29,7 @@ from onnx_ir.passes.common import (
     RemoveUnusedNodesPass,
 )
 
+from edgefuse.acl._downgrade import DowngradeError, downgrade
 from edgefuse.convert._respell import respell_for_opset
 from edgefuse.convert.onnx_load import check_domains, check_graph_inputs, check_input_shapes
 from edgefuse.errors import InputError, ModelLoadError
@@ -186,21 +187,53 @@ def _convert_opset(model: onnx.ModelProto, target: int | None) -> onnx.ModelProt
     current = _opset(model)
     if target is None or current is None or current == target:
         return model
-    direction = "up" if target > current else "down"
     logger.info("converting opset %d -> %d", current, target)
+    if target > current:
+        converted = _upgrade(model, current, target)
+    else:
+        converted = _downgrade(model, current, target)
+    _verify_conversion(model, converted, current, target)
+    return converted
+
+
+def _upgrade(model: onnx.ModelProto, current: int, target: int) -> onnx.ModelProto:
     try:
-        converted = onnx.version_converter.convert_version(model, target)
-        onnx.checker.check_model(converted)
+        return _onnx_version_converter(model, target)
     except (RuntimeError, ValueError, onnx.checker.ValidationError) as exc:
         raise ModelLoadError(
-            f"the onnx version converter cannot convert this model from opset {current} to "
+            f"the onnx version converter cannot upgrade this model from opset {current} to "
             f"{target}",
             context=str(exc).strip(),
-            hint="choose an opset closer to the model's own"
-            if direction == "down" else "re-export the model at a newer opset",
+            hint="re-export the model at a newer opset",
             reference="opset-conversion-failed",
         ) from exc
-    _verify_conversion(model, converted, current, target)
+
+
+def _downgrade(model: onnx.ModelProto, current: int, target: int) -> onnx.ModelProto:
+    """edgefuse's table-driven down-converter first, onnx's converter when the table refuses.
+
+    onnx's converter alone fails on most modern graphs: it has no down-adapter for ops whose
+    newer version only widened the types (Relu 14 -> 13). The compile stage shares the table.
+    """
+    try:
+        return downgrade(model, target)
+    except DowngradeError as table_error:
+        try:
+            return _onnx_version_converter(model, target)
+        except (RuntimeError, ValueError, onnx.checker.ValidationError) as converter_error:
+            raise ModelLoadError(
+                f"cannot down-convert this model from opset {current} to {target}",
+                context=f"edgefuse: {table_error}\nonnx version converter: "
+                f"{str(converter_error).strip()}",
+                hint="choose a higher --opset; for a PyTorch source, --exporter torchscript "
+                "builds opsets below 18 directly",
+                reference="opset-conversion-failed",
+            ) from converter_error
+
+
+def _onnx_version_converter(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    converted = onnx.version_converter.convert_version(model, target)
+    onnx.checker.check_model(converted)
     return converted
 
 
@@ -236,7 +269,7 @@ def _verify_conversion(
         raise ModelLoadError(
             f"the model converted from opset {current} to {target} does not run",
             context=str(exc).strip(),
-            hint="choose an opset closer to the model's own",
+            hint="choose a higher --opset",
             reference="opset-conversion-failed",
         ) from exc
     mismatches = [
@@ -247,8 +280,7 @@ def _verify_conversion(
         raise ModelLoadError(
             f"converting from opset {current} to {target} changed the model's outputs",
             context="\n".join(mismatches) + f"\n(seeded random inputs, seed {_PARITY_SEED})",
-            hint="choose an opset closer to the model's own; the version converter "
-            "mis-translated an op",
+            hint="choose a higher --opset; the down-conversion mis-translated an op",
             reference="opset-conversion-mismatch",
         )
 

@@ -13,10 +13,14 @@ is deprecated (torch warns it "will be removed"), and because torch.export refus
 control flow where tracing silently bakes in one branch. ``optimize=False`` is never used: it
 leaves every BatchNormalization unfolded behind a computed zero Conv bias.
 
-A TorchScript module (``torch.jit.load``) goes to the TorchScript exporter: torch.export cannot
-capture TorchScript. If the dynamo exporter fails under ``exporter="auto"``, the TorchScript
-exporter is tried, with a WARNING and the reason kept in the model's ``edgefuse.exporter_fallback``
-metadata; an exporter the caller named is never replaced.
+``auto`` takes the TorchScript exporter, recording why in ``edgefuse.exporter_reason``, for a
+TorchScript module (torch.export cannot capture TorchScript) and when an opset below 18 is
+requested: the dynamo exporter builds only 18+, and its graphs do not down-convert (onnx's
+converter has no Relu 14->13 adapter; Reshape carries allowzero=1).
+
+If the dynamo exporter fails under ``auto``, the TorchScript exporter is tried, with a WARNING and
+the reason kept in the model's ``edgefuse.exporter_fallback`` metadata; an exporter the caller
+named is never replaced.
 """
 
 from __future__ import annotations
@@ -57,9 +61,12 @@ class Exported:
     model: onnx.ModelProto
     exporter: str
     fallback_reason: str | None = None
+    reason: str | None = None  # why ``auto`` chose a non-default exporter
 
     def provenance(self) -> dict[str, str]:
         entries = {"edgefuse.exporter": self.exporter}
+        if self.reason is not None:
+            entries["edgefuse.exporter_reason"] = self.reason
         if self.fallback_reason is not None:
             entries["edgefuse.exporter_fallback"] = self.fallback_reason
         return entries
@@ -176,9 +183,10 @@ def export_torch(
     try:
         output_names = _output_names(module, example_inputs)
         names = {"input_names": list(input_names), "output_names": output_names}
-        if is_script or exporter == "torchscript":
+        auto_reason = _auto_torchscript_reason(is_script, opset) if exporter == "auto" else None
+        if exporter == "torchscript" or auto_reason is not None:
             model = _torchscript(module, example_inputs, opset, names)
-            return Exported(model, _torchscript_label(opset))
+            return Exported(model, _torchscript_label(opset), reason=auto_reason)
         try:
             return Exported(_dynamo(module, example_inputs, opset, names), _dynamo_label(opset))
         except ToolError as exc:
@@ -191,6 +199,18 @@ def export_torch(
     finally:
         if was_training:
             module.train()
+
+
+def _auto_torchscript_reason(is_script: bool, opset: int | None) -> str | None:
+    """Why ``auto`` picks the TorchScript exporter here, or None for the default (dynamo)."""
+    if is_script:
+        return "auto: a TorchScript module (torch.export cannot capture TorchScript)"
+    if opset is not None and opset < DYNAMO_OPSET:
+        return (
+            f"auto: opset {opset} requested; the dynamo exporter builds only opset "
+            f"{DYNAMO_OPSET}+, and its graphs do not down-convert (Reshape allowzero, Relu-14)"
+        )
+    return None
 
 
 def _output_names(module: Any, example_inputs: tuple[Any, ...]) -> list[str]:

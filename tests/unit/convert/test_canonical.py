@@ -153,6 +153,14 @@ def test_down_conversion_is_verified_and_applied(tmp_path, capsys):
     np.testing.assert_allclose(ort_run(result, {"x": x})[0], x.sum(axis=1)[None], rtol=1e-6)
 
 
+def test_down_conversion_of_an_op_onnx_has_no_adapter_for(tmp_path):
+    """onnx's own converter fails here ("No Adapter From Version $14 for Relu")."""
+    result = convert(relu(opset=14), opset=13)
+    assert opset_of(result) == 13
+    x = np.linspace(-1, 1, 48, dtype=np.float32).reshape(1, 3, 4, 4)
+    np.testing.assert_array_equal(ort_run(result, {"x": x})[0], np.maximum(x, 0))
+
+
 def test_a_down_conversion_the_converter_cannot_do_is_an_error(tmp_path, capsys):
     gelu = model([oh.make_node("Gelu", ["x"], ["y"], name="gelu")],
                  [tensor("x", [2, 3])], [tensor("y", [2, 3])], opset=20)
@@ -162,17 +170,19 @@ def test_a_down_conversion_the_converter_cannot_do_is_an_error(tmp_path, capsys)
     err = capsys.readouterr().err
     assert code == 2 and not output.exists()
     assert "error[opset-conversion-failed]" in err and "from opset 20 to 17" in err
+    assert "'gelu' (Gelu) does not exist at opset 17" in err
 
 
 def test_a_down_conversion_that_changes_the_outputs_is_refused(monkeypatch):
-    real = onnx.version_converter.convert_version
+    canonical = sys.modules["edgefuse.convert.canonical"]
+    real = canonical.downgrade
 
     def wrong_converter(proto, target):
         converted = real(proto, target)
         converted.graph.node[1].op_type = "ReduceMax"  # a mistranslated op
         return converted
 
-    monkeypatch.setattr(onnx.version_converter, "convert_version", wrong_converter)
+    monkeypatch.setattr(canonical, "downgrade", wrong_converter)
     with pytest.raises(ModelLoadError, match="from opset 13 to 11 changed the model's outputs"):
         convert(_unsqueeze_sum(13), opset=11)
 
