@@ -8,7 +8,8 @@ behaviour: such nodes mean the same under the older version number (checked agai
 ``onnx.defs`` schemas here, then by ``onnx.checker`` with strict type inference). The others move
 an attribute into an input (Split/Squeeze/Unsqueeze/ReduceSum at 13, the other Reduce ops at 18,
 Dropout's ratio at 12) and are moved back when that input is a constant; Softmax-family nodes
-changed meaning at 13 and are kept only when they reduce the last axis. Anything else is refused
+changed meaning at 13 and are kept only when they reduce the last axis; Split-18's ``num_outputs``
+becomes explicit sizes by ONNX's own rounding rule. Anything else is refused
 by node name. The caller (prepare.py) still proves the result on ONNX Runtime.
 """
 
@@ -38,7 +39,6 @@ _DROPPABLE: dict[tuple[str, str], object] = {
     ("ScatterElements", "reduction"): "none",
     ("ScatterND", "reduction"): "none",
     ("Shape", "start"): 0,
-    ("Split", "num_outputs"): _ANY,  # an older Split splits equally into its outputs
     **{
         (op, "noop_with_empty_axes"): 0
         for op in (
@@ -74,12 +74,12 @@ def downgrade(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     source = next(e.version for e in model.opset_import if e.domain in ("", "ai.onnx"))
     if target >= source:
         raise ValueError(f"downgrade needs a lower opset than {source}, got {target}")
-    result = onnx.shape_inference.infer_shapes(model)  # ranks for the Softmax-family check
+    result = onnx.shape_inference.infer_shapes(model)  # shapes for Softmax and Split
     constants = _constants(result.graph)
-    ranks = _ranks(result.graph)
+    shapes = _shapes(result.graph)
     new_initializers: list[onnx.TensorProto] = []
     for node in _default_domain_nodes(result.graph):
-        _downgrade_node(node, source, target, constants, ranks, new_initializers)
+        _downgrade_node(node, source, target, constants, shapes, new_initializers)
     result.graph.initializer.extend(new_initializers)
     for entry in result.opset_import:
         if entry.domain in ("", "ai.onnx"):
@@ -97,7 +97,7 @@ def _downgrade_node(
     source: int,
     target: int,
     constants: dict[str, np.ndarray],
-    ranks: dict[str, int],
+    shapes: dict[str, list[int | None]],
     new_initializers: list[onnx.TensorProto],
 ) -> None:
     label = f"node '{node.name or node.output[0]}' ({node.op_type})"
@@ -110,20 +110,29 @@ def _downgrade_node(
         return
     if node.op_type in _LAST_AXIS_ONLY and old.since_version >= 13 > new.since_version:
         axis = _attr(node, "axis", -1)
-        rank = ranks.get(node.input[0])
+        rank = len(shapes[node.input[0]]) if node.input[0] in shapes else None
         if not (axis == -1 or (rank is not None and axis == rank - 1)):
             raise DowngradeError(f"{label} reduces axis {axis}; before opset 13 that meant "
                                  "flattening the trailing axes")
+    if node.op_type == "Split" and any(a.name == "num_outputs" for a in node.attribute):
+        _split_num_outputs(node, shapes, new_initializers, label)
     _ADAPTERS.get(node.op_type, _no_adapter)(node, constants, new_initializers)
-    for index, name in list(enumerate(node.input))[len(new.inputs) :]:
-        if not name:
-            continue
-        attr_name = _INPUT_TO_ATTRIBUTE.get((node.op_type, index))
-        if attr_name is None or name not in constants:
-            raise DowngradeError(f"{label} uses input {index}, which opset {target} does not have"
-                                 + ("" if attr_name is None else " (and it is not a constant)"))
-        node.attribute.append(helper.make_attribute(attr_name, constants[name].tolist()))
-    del node.input[len(new.inputs) :]
+    constants.update({init.name: numpy_helper.to_array(init) for init in new_initializers})
+    variadic = bool(new.inputs) and (
+        new.inputs[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+    )
+    if not variadic:
+        for index, name in list(enumerate(node.input))[len(new.inputs) :]:
+            if not name:
+                continue
+            attr_name = _INPUT_TO_ATTRIBUTE.get((node.op_type, index))
+            if attr_name is None or name not in constants:
+                raise DowngradeError(
+                    f"{label} uses input {index}, which opset {target} does not have"
+                    + ("" if attr_name is None else " (and it is not a constant)")
+                )
+            node.attribute.append(helper.make_attribute(attr_name, constants[name].tolist()))
+        del node.input[len(new.inputs) :]
     _trim_trailing_empty_inputs(node)
     for attr in list(node.attribute):
         if attr.name in new.attributes:
@@ -138,6 +147,32 @@ def _downgrade_node(
             raise DowngradeError(f"{label} sets {attr.name}={value!r}, which opset {target} "
                                  "cannot express")
         node.attribute.remove(attr)
+
+
+def _split_num_outputs(
+    node: onnx.NodeProto,
+    shapes: dict[str, list[int | None]],
+    new_initializers: list[onnx.TensorProto],
+    label: str,
+) -> None:
+    """Split-18's ``num_outputs`` -> explicit sizes, by ONNX's rule: ceil(d/n) each, the rest last.
+
+    The sizes go in as the ``split`` input (opset 13-17 form); the generic step below moves them
+    into the attribute for older targets.
+    """
+    count = next(a.i for a in node.attribute if a.name == "num_outputs")
+    shape = shapes.get(node.input[0])
+    axis = _attr(node, "axis", 0)
+    size = shape[axis] if shape is not None and -len(shape) <= axis < len(shape) else None
+    if size is None:
+        raise DowngradeError(f"{label} splits a dimension of unknown size into {count}")
+    chunk = -(-size // count)
+    sizes = np.array([chunk] * (count - 1) + [size - chunk * (count - 1)], np.int64)
+    name = f"{node.name or node.output[0]}_split_sizes"
+    new_initializers.append(numpy_helper.from_array(sizes, name))
+    del node.input[1:]
+    node.input.append(name)
+    node.attribute.remove(next(a for a in node.attribute if a.name == "num_outputs"))
 
 
 def _no_adapter(node: onnx.NodeProto, constants, new_initializers) -> None:
@@ -199,13 +234,18 @@ def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     return values
 
 
-def _ranks(graph: onnx.GraphProto) -> dict[str, int]:
-    ranks = {}
+def _shapes(graph: onnx.GraphProto) -> dict[str, list[int | None]]:
+    """Inferred shapes by value name; an unknown dimension is None."""
+    shapes = {}
     for value in list(graph.input) + list(graph.value_info) + list(graph.output):
         tensor_type = value.type.tensor_type
         if tensor_type.HasField("shape"):
-            ranks[value.name] = len(tensor_type.shape.dim)
-    return ranks
+            shapes[value.name] = [
+                d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim
+            ]
+    for init in graph.initializer:
+        shapes[init.name] = list(init.dims)
+    return shapes
 
 
 def _default_domain_nodes(graph: onnx.GraphProto):

@@ -251,11 +251,11 @@ def _choose_opset(
             if missing:
                 blockers.append(f"{opset} (conversion introduced {', '.join(missing)})")
                 continue
+        why = f"; lower opsets were not usable: {'; '.join(blockers)}" if blockers else ""
         if opset != current:
-            why = "" if opset == target else (
-                f"; lower opsets were not usable: {'; '.join(blockers)}"
-            )
             changes.append(f"converted opset {current} -> {opset}{why}")
+        elif blockers:
+            changes.append(f"kept opset {current}{why}")
         return candidate, opset
     changes.append(
         f"kept opset {current}: no opset from {target} to {table.max_opset} has every op "
