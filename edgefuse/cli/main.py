@@ -22,6 +22,8 @@ from edgefuse.errors import EdgefuseError
 COMMANDS: tuple[str, ...] = (
     "convert",
     "optimize",
+    "compile",
+    "inspect",
     "rules",
     "verify",
 )

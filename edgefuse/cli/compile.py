@@ -1,0 +1,113 @@
+"""Compile an ONNX model for an Ascend SoC into a build directory (and an OM when ATC is here).
+
+Writes BUILD_DIR with the prepared ONNX, compile.sh (the exact ATC command), aipp.cfg /
+keep_dtype.cfg when asked for, the op-support report and manifest.json. When `atc` is on PATH
+(after sourcing CANN's set_env.sh) it runs it and adds model.om and atc.log; otherwise it prints
+how to run compile.sh on a CANN host and exits 0 (exit 2 with --require-atc).
+
+Examples:
+  edgefuse compile resnet18.onnx --soc Ascend310B4 -o build/resnet18
+  edgefuse compile yolo.onnx --soc Ascend310B4 -o build/yolo --aipp camera.yaml --dynamic-batch 1,4
+  edgefuse compile net.onnx --soc Ascend310B4 -o build/net --keep-fp32-from fp16_report.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from edgefuse.acl.aipp import AippSpec
+from edgefuse.acl.atc_options import PRECISION_MODES
+from edgefuse.acl.compile import DEFAULT_ATC_TIMEOUT_S, compile_model, run_instructions
+from edgefuse.acl.precision import read_keep_fp32
+from edgefuse.acl.prepare import DEFAULT_TARGET_OPSET
+from edgefuse.acl.soc import KNOWN_SOCS
+
+logger = logging.getLogger("edgefuse.atc")
+
+
+def _gears(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        message = f"expected comma-separated integers, got '{text}'"
+        raise argparse.ArgumentTypeError(message) from exc
+
+
+def _image_gears(text: str) -> list[tuple[int, int]]:
+    gears = []
+    for gear in text.split(";"):
+        parts = gear.split(",")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise argparse.ArgumentTypeError(f"expected 'H,W;H,W;...', got '{text}'")
+        gears.append((int(parts[0]), int(parts[1])))
+    return gears
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="input ONNX file (FP32, ideally from `edgefuse convert`)")
+    parser.add_argument(
+        "--soc",
+        help="ATC --soc_version, e.g. Ascend310B4 (default: detect with `npu-smi info`); "
+        f"known: {', '.join(KNOWN_SOCS)}",
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="BUILD_DIR",
+                        help="build directory to create")
+    parser.add_argument("--precision", default="force_fp16", choices=PRECISION_MODES,
+                        help="ATC --precision_mode (default: force_fp16, ATC's own default)")
+    parser.add_argument("--keep-fp32-from", metavar="R.json",
+                        help='precision report with {"keep_fp32": {"nodes": [...], '
+                        '"op_types": [...]}}: those stay fp32 (--keep_dtype / mix list)')
+    parser.add_argument("--aipp", metavar="SPEC.yaml",
+                        help="preprocessing spec: board-side AIPP (aipp.cfg) from uint8 frames")
+    gears = parser.add_mutually_exclusive_group()
+    gears.add_argument("--dynamic-batch", type=_gears, metavar="1,2,4",
+                       help="compile batch-size gears (ATC --dynamic_batch_size)")
+    gears.add_argument("--dynamic-image-size", type=_image_gears, metavar="H,W;H,W",
+                       help="compile image-size gears (ATC --dynamic_image_size)")
+    parser.add_argument("--opset", type=int, default=DEFAULT_TARGET_OPSET,
+                        help="lowest opset to prepare the ONNX at "
+                        f"(default {DEFAULT_TARGET_OPSET})")
+    parser.add_argument("--require-atc", action="store_true",
+                        help="fail (exit 2, nothing written) when atc is not on PATH")
+    parser.add_argument("--atc-timeout", type=float, default=DEFAULT_ATC_TIMEOUT_S, metavar="S",
+                        help=f"stop ATC after S seconds (default {DEFAULT_ATC_TIMEOUT_S:g})")
+    parser.add_argument("--force", action="store_true", help="replace an existing BUILD_DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    keep = read_keep_fp32(args.keep_fp32_from) if args.keep_fp32_from else None
+    result = compile_model(
+        args.model,
+        args.soc,
+        args.output,
+        precision=args.precision,
+        aipp=AippSpec.from_yaml(args.aipp) if args.aipp else None,
+        dynamic_batch=args.dynamic_batch,
+        dynamic_image_size=args.dynamic_image_size,
+        keep_fp32_nodes=keep.nodes if keep else (),
+        keep_fp32_op_types=keep.op_types if keep else (),
+        require_atc=args.require_atc,
+        atc_timeout=args.atc_timeout,
+        opset=args.opset,
+        overwrite=args.force,
+        echo=lambda line: logger.info("%s", line),
+    )
+    prepared = result.prepared
+    print(f"prepared {result.output_dir / 'model.onnx'} at opset {prepared.opset}"
+          f" (from {prepared.source_opset})")
+    for change in prepared.changes:
+        print(f"  {change}")
+    parity = prepared.parity
+    if parity.get("checked"):
+        print(f"  parity with the input on ONNX Runtime: min cosine {parity['min_cosine']:.8f}")
+    else:
+        print(f"  parity not checked: {parity.get('reason')}")
+    warnings = [(n.name, f) for n in result.op_support.nodes for f in n.findings]
+    for name, finding in warnings:
+        print(f"  warning[{finding.check}] {name}: {finding.message}")
+    if result.om_path is not None:
+        print(f"wrote {result.om_path} for {result.manifest.soc}")
+    else:
+        print(run_instructions(result))
+    return 0
