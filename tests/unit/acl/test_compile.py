@@ -244,3 +244,22 @@ def test_a_torch_exported_cnn_compiles_with_parity(monkeypatch, tmp_path):
     feeds = random_feeds(original, seed=3)
     np.testing.assert_allclose(run_onnx(prepared, feeds)["probs"],
                                run_onnx(original, feeds)["probs"], rtol=1e-5, atol=1e-6)
+
+
+def test_every_catalogue_model_compiles_with_parity(monkeypatch, tmp_path):
+    """The done-criterion of compile, on the tiny variants of the model catalogue."""
+    pytest.importorskip("torch")
+    models = pytest.importorskip("edgefuse.models")
+    if not hasattr(models, "CATALOGUE"):
+        pytest.skip("the model catalogue is not in this tree yet")
+    from edgefuse.convert import convert  # noqa: PLC0415 - only with the catalogue
+
+    hide_atc(monkeypatch)
+    for name in models.CATALOGUE:
+        entry = models.get_entry(name)
+        source = tmp_path / f"{name}.onnx"
+        convert(entry.build("tiny"), inputs={"input": entry.tiny_input_shape}, output=source)
+        out = tmp_path / f"{name}.build"
+        assert _compile(source, "--soc", SOC, "-o", out) == 0, name
+        prepare = read_manifest(out).extra["prepare"]
+        assert prepare["parity"]["checked"] and prepare["parity"]["min_cosine"] >= 0.99999, name
