@@ -1,0 +1,296 @@
+"""The host backends: ONNX Runtime on the CPU, on CUDA, or on TensorRT, one provider per session.
+
+Why not just ``InferenceSession(providers=[...])``: ONNX Runtime falls back silently. When the
+CUDA provider cannot be created (missing cuDNN, wrong driver) the session still opens, on the CPU
+(microsoft/onnxruntime#23372); when a run fails on an EP it prints and retries on the CPU
+(``enable_fallback``); and nodes the GPU EP does not take are placed on the CPU EP without a
+word. Here:
+- ``enable_fallback=0`` turns off the retry-on-CPU in construction and in ``run``;
+- the session is checked to really run on the requested provider, else the backend is reported
+  unavailable (``open_session`` then records why and moves on, visibly);
+- for GPU providers, ``session.disable_cpu_ep_fallback=1`` makes ONNX Runtime refuse a graph
+  that would put nodes on the CPU; ``allow_cpu_nodes=True`` accepts that knowingly.
+
+GPU sessions use I/O binding: inputs are copied to the device once per run and outputs are
+allocated on the device by ONNX Runtime, then copied back once. Custom ``edgefuse`` ops travel in
+the model as model-local functions (their decompositions) and are inlined before ONNX Runtime
+sees the model, so the artifact that carries them for the board also runs here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.inliner
+
+from edgefuse._deps import require
+from edgefuse.errors import (
+    BackendUnavailableError,
+    InputError,
+    MissingDependencyError,
+    ModelLoadError,
+)
+from edgefuse.runtime import Availability, Session, TensorSpec
+
+CUSTOM_DOMAIN = "edgefuse"
+
+PROVIDERS: dict[str, str] = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+
+_ORT_TYPES: dict[str, np.dtype] = {
+    f"tensor({name})": np.dtype(dtype)
+    for name, dtype in (
+        ("float", np.float32), ("float16", np.float16), ("double", np.float64),
+        ("int8", np.int8), ("int16", np.int16), ("int32", np.int32), ("int64", np.int64),
+        ("uint8", np.uint8), ("uint16", np.uint16), ("uint32", np.uint32),
+        ("uint64", np.uint64), ("bool", np.bool_),
+    )
+}
+
+
+def _ort() -> Any:
+    return require("onnxruntime", extra="gpu", purpose="Running models on the host")
+
+
+def probe_provider(backend: str) -> Availability:
+    """Whether this onnxruntime build has the provider behind ``backend``."""
+    try:
+        ort = _ort()
+    except (ImportError, MissingDependencyError) as exc:
+        return Availability(False, f"onnxruntime cannot be imported: {exc}")
+    provider = PROVIDERS[backend]
+    available = ort.get_available_providers()
+    if provider in available:
+        return Availability(True, f"onnxruntime {ort.__version__} with {provider}")
+    package = "onnxruntime-gpu" if backend in ("cuda", "tensorrt") else "onnxruntime"
+    return Availability(
+        False,
+        f"onnxruntime {ort.__version__} has no {provider} (it has {', '.join(available)}); "
+        f"install {package}" + (" with TensorRT" if backend == "tensorrt" else ""),
+    )
+
+
+def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Replace every call to a model-local function by its body, so ONNX Runtime sees plain ops.
+
+    Custom ``edgefuse`` ops ship as model-local functions (their decompositions into standard
+    ops): ATC keeps the node for its custom-op package, host backends run the decomposition.
+    A custom-domain node without a function is an error: no host backend could run it.
+    """
+    defined = {(f.domain, f.name) for f in model.functions}
+    missing = sorted({
+        f"{node.domain}::{node.op_type}" for node in _nodes(model.graph)
+        if node.domain == CUSTOM_DOMAIN and (node.domain, node.op_type) not in defined
+    })
+    if missing:
+        raise ModelLoadError(
+            f"the model uses custom op(s) {', '.join(missing)} without a decomposition",
+            hint="export with edgefuse so each custom op carries its ONNX function, or run the "
+            "model on the acl backend where the op is compiled in",
+            reference="custom-op-without-decomposition",
+        )
+    if not model.functions:
+        return model
+    inlined = onnx.inliner.inline_local_functions(model)
+    used = {node.domain for node in _nodes(inlined.graph)}
+    kept = [o for o in inlined.opset_import if o.domain in ("", "ai.onnx") or o.domain in used]
+    del inlined.opset_import[:]
+    inlined.opset_import.extend(kept)
+    return inlined
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for subgraph in attribute.graphs:
+                    yield from _nodes(subgraph)
+
+
+def session_options(
+    provider: str,
+    *,
+    threads: int | None = None,
+    inter_op_threads: int | None = None,
+    optimization: str = "all",
+    mem_pattern: bool = True,
+    cpu_arena: bool = True,
+    allow_cpu_nodes: bool = False,
+) -> Any:
+    """The ``SessionOptions`` an OrtSession uses; ``None`` thread counts keep ONNX Runtime's."""
+    ort = _ort()
+    if optimization not in OPTIMIZATION_LEVELS:
+        raise InputError(f"optimization must be one of {OPTIMIZATION_LEVELS}, got "
+                         f"{optimization!r}", reference="bad-session-option")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[optimization]
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.enable_mem_pattern = mem_pattern
+    options.enable_cpu_mem_arena = cpu_arena
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    if inter_op_threads is not None:
+        options.inter_op_num_threads = inter_op_threads
+    if provider != "cpu" and not allow_cpu_nodes:
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return options
+
+
+class OrtSession(Session):
+    """A model on one ONNX Runtime execution provider, with no silent CPU fallback."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | onnx.ModelProto,
+        provider: str = "cpu",
+        *,
+        device_id: int = 0,
+        threads: int | None = None,
+        inter_op_threads: int | None = None,
+        optimization: str = "all",
+        mem_pattern: bool = True,
+        cpu_arena: bool = True,
+        allow_cpu_nodes: bool = False,
+        provider_options: Mapping[str, Any] | None = None,
+        validate: bool = True,
+    ) -> None:
+        if provider not in PROVIDERS:
+            raise InputError(f"unknown provider {provider!r}",
+                             hint=f"one of {', '.join(PROVIDERS)}", reference="unknown-backend")
+        ort = _ort()
+        self.backend = provider
+        options = session_options(
+            provider, threads=threads, inter_op_threads=inter_op_threads,
+            optimization=optimization, mem_pattern=mem_pattern, cpu_arena=cpu_arena,
+            allow_cpu_nodes=allow_cpu_nodes,
+        )
+        providers = self._providers(provider, device_id, dict(provider_options or {}))
+        try:
+            self._session = ort.InferenceSession(
+                _model_for_ort(model), options, providers=providers, enable_fallback=0
+            )
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeError types
+            raise self._creation_error(provider, exc) from exc
+        actual = self._session.get_providers()
+        if not actual or actual[0] != PROVIDERS[provider]:
+            raise BackendUnavailableError(
+                f"onnxruntime did not create {PROVIDERS[provider]} (it runs on "
+                f"{', '.join(actual)})",
+                hint="the provider's libraries (CUDA, cuDNN, TensorRT) are missing or do not "
+                "match this onnxruntime build; `edgefuse doctor` shows what is installed",
+            )
+        self.providers: tuple[str, ...] = tuple(actual)
+        self.device_id = device_id
+        self._output_names = [o.name for o in self._session.get_outputs()]
+        self._input_names = [i.name for i in self._session.get_inputs()]
+        self._bound = provider != "cpu"
+        super().__init__(
+            [_spec(arg) for arg in self._session.get_inputs()],
+            [_spec(arg) for arg in self._session.get_outputs()],
+            validate=validate,
+        )
+
+    @property
+    def ort_session(self) -> Any:
+        """The underlying ``onnxruntime.InferenceSession`` (for comparisons and benchmarks)."""
+        return self._session
+
+    def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._bound:
+            return self._run_bound(feeds)
+        return dict(zip(self._output_names, self._session.run(self._output_names, feeds),
+                        strict=True))
+
+    def _run_bound(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # A binding per call keeps concurrent runs independent; ONNX Runtime allocates the
+        # device outputs from its arena, so this costs no cudaMalloc after the first runs.
+        binding = self._session.io_binding()
+        for name in self._input_names:
+            binding.bind_cpu_input(name, np.ascontiguousarray(feeds[name]))
+        for name in self._output_names:
+            binding.bind_output(name, "cuda", self.device_id)
+        self._session.run_with_iobinding(binding)
+        return dict(zip(self._output_names, binding.copy_outputs_to_cpu(), strict=True))
+
+    def _close(self) -> None:
+        del self._session
+
+    @staticmethod
+    def _providers(provider: str, device_id: int, extra: dict[str, Any]) -> list[Any]:
+        if provider == "cpu":
+            return [(PROVIDERS["cpu"], extra)] if extra else [PROVIDERS["cpu"]]
+        if provider == "cuda":
+            return [(PROVIDERS["cuda"], {"device_id": device_id, **extra})]
+        # TensorRT takes the subgraphs it supports; the CUDA EP, its documented companion, takes
+        # the rest. The CPU EP still takes nothing (disable_cpu_ep_fallback).
+        return [(PROVIDERS["tensorrt"], {"device_id": device_id, **extra}),
+                (PROVIDERS["cuda"], {"device_id": device_id})]
+
+    @staticmethod
+    def _creation_error(provider: str, exc: Exception) -> Exception:
+        text = str(exc)
+        if provider != "cpu" and "CPU EP" in text:
+            # ONNX Runtime says only that nodes would land on the CPU EP: either the provider
+            # could not be created at all, or some nodes have no kernel on it.
+            return BackendUnavailableError(
+                f"onnxruntime would run nodes on the CPU instead of {PROVIDERS[provider]}: the "
+                "provider could not be created here, or some nodes have no kernel on it",
+                context=text.strip().splitlines()[-1] if text.strip() else None,
+                hint="`edgefuse doctor` checks the CUDA/cuDNN/TensorRT install; if the provider "
+                "works and only some ops lack kernels, pass allow_cpu_nodes=True",
+            )
+        if provider != "cpu" and isinstance(exc, RuntimeError) and "Provider" in text:
+            return BackendUnavailableError(
+                f"{PROVIDERS[provider]} could not be created: {text.strip()}",
+                hint="check the CUDA/cuDNN/TensorRT install against this onnxruntime-gpu build",
+            )
+        return ModelLoadError(
+            f"onnxruntime could not load the model: {text.strip()}",
+            hint="check the model with `edgefuse verify` or onnx.checker",
+        )
+
+
+def _model_for_ort(model: str | os.PathLike[str] | onnx.ModelProto) -> str | bytes:
+    """A path when ONNX Runtime can read the file as it is, else bytes of the inlined model."""
+    if isinstance(model, onnx.ModelProto):
+        return inline_local_functions(model).SerializeToString()
+    path = Path(model)
+    if not path.is_file():
+        raise InputError(f"'{path}' does not exist", reference="model-not-found")
+    try:
+        header = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
+        raise ModelLoadError(f"'{path}' is not an ONNX model: {exc}") from exc
+    if not header.functions and not any(n.domain == CUSTOM_DOMAIN for n in _nodes(header.graph)):
+        return str(path)
+    onnx.load_external_data_for_model(header, str(path.parent))
+    return inline_local_functions(header).SerializeToString()
+
+
+def _spec(arg: Any) -> TensorSpec:
+    dtype = _ORT_TYPES.get(arg.type)
+    if dtype is None:
+        raise ModelLoadError(
+            f"'{arg.name}' has type {arg.type}, which edgefuse sessions do not support",
+            hint="use tensor inputs and outputs of a numpy dtype (float32, float16, int*, uint8)",
+            reference="unsupported-io-type",
+        )
+    shape = tuple(d if isinstance(d, int) or d is None else str(d) for d in (arg.shape or ()))
+    return TensorSpec(arg.name, shape, dtype)
