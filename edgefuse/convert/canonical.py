@@ -70,6 +70,7 @@ def canonicalize(
     _fix_input_dims(result, shapes)
     converted_from = _opset(result)
     result = _convert_opset(result, _target_opset(converted_from, opset))
+    _raise_ir_version(result)
     result = _infer_shapes(result)
     _name_unnamed_nodes(result.graph, prefix="")  # before folding: indices of the source graph
     result = _fold_constants(result)
@@ -181,6 +182,16 @@ def _fix_input_dims(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]
         for size in shapes[value.name]:
             shape.dim.add().dim_value = size
     del model.graph.value_info[:]
+
+
+def _raise_ir_version(model: onnx.ModelProto) -> None:
+    """At least the IR version the opsets need (an opset-8 model may still say IR 3).
+
+    Why: IR 3 requires every initializer to be listed as a graph input too; the canonical model
+    keeps weights out of the inputs (they are constants, not things a caller feeds).
+    """
+    needed = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    model.ir_version = max(model.ir_version, needed)
 
 
 def _convert_opset(model: onnx.ModelProto, target: int | None) -> onnx.ModelProto:

@@ -115,6 +115,8 @@ def test_a_graph_without_inputs(tmp_path, capsys):
     onnx.save(model([constant], [], [tensor("y", [2])]), source)
     err = cli_error(capsys, [str(source)], tmp_path / "out.onnx")
     assert "error[graph-without-inputs]" in err and "has no graph inputs" in err
+    with pytest.raises(ModelLoadError, match="has no graph inputs"):
+        convert(source)
 
 
 def test_dynamic_dims_without_input_name_the_input_and_dim(tmp_path, capsys):

@@ -211,3 +211,18 @@ def test_split_to_sequence_is_not_folded_into_an_opset_18_split_below_18():
         assert "num_outputs" not in [a.name for a in node.attribute]
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     np.testing.assert_array_equal(ort_run(result, {"x": x})[0], x[:, :3])
+
+
+def test_an_ir3_model_with_weights_as_inputs_becomes_a_model_with_weights_as_constants():
+    weight = np.arange(4, dtype=np.float32).reshape(2, 2)
+    graph = oh.make_graph(
+        [oh.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "g",
+        [tensor("x", [1, 2]), tensor("W", [2, 2])], [tensor("y", [1, 2])],
+        [onnx.numpy_helper.from_array(weight, "W")],
+    )
+    old = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 8)], ir_version=3)
+    result = convert(old)
+    assert [v.name for v in result.graph.input] == ["x"]
+    assert result.ir_version >= 6 and opset_of(result) == SUPPORTED_OPSETS.start
+    x = np.array([[1.0, 2.0]], np.float32)
+    np.testing.assert_array_equal(ort_run(result, {"x": x})[0], x @ weight)
