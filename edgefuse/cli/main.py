@@ -22,6 +22,7 @@ from edgefuse.errors import EdgefuseError
 COMMANDS: tuple[str, ...] = (
     "convert",
     "optimize",
+    "quantize",
     "compile",
     "inspect",
     "rules",
@@ -64,10 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USER_ERROR
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    # Only edgefuse's own progress under -v: the libraries' INFO chatter is noise to users.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("edgefuse").setLevel(logging.INFO if args.verbose else logging.WARNING)
     try:
         return int(args._run(args))
     except EdgefuseError as exc:
