@@ -1,0 +1,379 @@
+"""The acl backend: run an OM on the Ascend NPU through the documented pyACL API.
+
+Why written this way (pyACL reference: hiascend aclpythondevg; the sequence in Ascend/samples and
+mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-toolchain.md §5):
+- Everything is allocated once, in the constructor: device buffers, data buffers and the two
+  datasets, including the ``ascend_mbatch_shape_data`` buffer of gear models. ``run`` only copies,
+  sets the gear and executes, so thousands of runs allocate nothing (acllite re-allocated the gear
+  buffer on every call and leaked it).
+- The copy direction follows ``acl.rt.get_run_mode()``: on the Atlas 200I DK A2 the program runs
+  on the board (ACL_DEVICE), device memory is the process's own DRAM and copies are
+  DEVICE_TO_DEVICE; on a host with a PCIe card (ACL_HOST) they are HOST_TO_DEVICE/DEVICE_TO_HOST.
+  Host arrays are passed by address (``ndarray.ctypes.data``), never staged through ``bytes``.
+- Every return code is checked (``AclError`` names the call, the code and a hint); a null handle
+  from a ``create_*`` call is an error too. The constructor releases whatever it acquired before
+  failing, in reverse order; ``close`` does the same and reports the first failed release.
+- Dynamic OMs are gear models (ATC ``--dynamic_batch_size`` / ``--dynamic_image_size`` /
+  ``--dynamic_dims``). A batch that is not a gear runs on the next larger gear and the outputs are
+  cut back along axis 0 (mmdeploy does the same); image sizes and dims must be a gear exactly.
+- The soc the build was compiled for must be the device's (checked before the OM is loaded); a
+  different CANN version is logged, since ATC output is only guaranteed on its own CANN.
+- ``run`` holds a lock: one session's buffers serve one call at a time, from any thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgefuse.acl._codes import (
+    ACL_DEVICE,
+    ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    DYNAMIC_INPUT_NAME,
+    AclError,
+    check,
+    numpy_dtype,
+)
+from edgefuse.acl._resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resources, import_acl
+from edgefuse.acl.atc_runner import cann_version
+from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError
+from edgefuse.manifest import BuildManifest
+from edgefuse.runtime import Availability, ModelSource, Session, TensorSpec
+
+log = logging.getLogger(__name__)
+
+EXECUTE_MODES = ("sync", "async")
+_NULL_HANDLE = 500001  # ACL_ERROR_FAILURE: what a create_* call that returned null amounts to
+
+
+@dataclasses.dataclass(frozen=True)
+class _Binding:
+    """One model input or output and the device buffer that serves it."""
+
+    index: int
+    name: str
+    dims: tuple[int, ...]  # as the OM declares them; -1 where a gear decides
+    dtype: np.dtype
+    size: int  # bytes of the device buffer (the largest gear's size for gear models)
+    address: int  # device address of the buffer
+
+
+@dataclasses.dataclass(frozen=True)
+class Gears:
+    """The shapes a gear OM accepts: batch sizes, (height, width) pairs, or concatenated dims."""
+
+    kind: str  # "batch" | "hw" | "dims"
+    values: tuple[Any, ...]
+
+
+def probe_acl(source: ModelSource | None = None) -> Availability:
+    """Whether pyACL and a device are here, and whether ``source`` has an OM for this soc."""
+    try:
+        acl = import_acl()
+    except BackendUnavailableError as exc:
+        return Availability(False, f"{exc.message}; {NO_ACL_HINT}")
+    soc = acl.get_soc_name()
+    if not soc:
+        return Availability(False, "pyACL is installed but sees no Ascend device "
+                                   "(acl.get_soc_name() returned nothing); check `npu-smi info`")
+    if source is not None:
+        if source.om is None:
+            what = "the build has no OM" if source.manifest else f"{source.label} is not an OM"
+            return Availability(False, f"{what}; compile one for this board with "
+                                       f"`edgefuse compile ... --soc {soc}`")
+        wanted = source.manifest.soc if source.manifest else None
+        if wanted and wanted != soc:
+            return Availability(False, f"the OM was compiled for {wanted}, this device is {soc}")
+    return Availability(True, f"pyACL on {soc}")
+
+
+class AclSession(Session):
+    """An OM loaded on one NPU, with its buffers allocated once."""
+
+    backend = "acl"
+
+    def __init__(
+        self,
+        om: str | os.PathLike[str],
+        *,
+        manifest: BuildManifest | None = None,
+        device_id: int = 0,
+        execute: str = "sync",
+        validate: bool = True,
+    ) -> None:
+        if execute not in EXECUTE_MODES:
+            raise InputError(f"execute must be one of {EXECUTE_MODES}, got {execute!r}",
+                             reference="bad-session-option")
+        self._om = Path(om)
+        if not self._om.is_file():
+            raise InputError(f"OM file '{self._om}' does not exist", reference="model-not-found")
+        self._async = execute == "async"
+        self._lock = threading.Lock()
+        self._resources = Resources()
+        acl = RUNTIME.acquire()
+        self._resources.push("acl.finalize", RUNTIME.release)
+        try:
+            self._acl = acl
+            self._check_soc(manifest)
+            self._open_device(device_id)
+            self._load()
+            inputs, outputs = self._specs(manifest)
+        except BaseException:
+            self._resources.release_after_error()
+            raise
+        super().__init__(inputs, outputs, validate=validate)
+
+    # --- construction ------------------------------------------------------------------------
+
+    def _check_soc(self, manifest: BuildManifest | None) -> None:
+        soc = self._acl.get_soc_name()
+        if not soc:
+            raise BackendUnavailableError(
+                "pyACL sees no Ascend device (acl.get_soc_name() returned nothing)",
+                hint="check `npu-smi info` and the NPU driver",
+            )
+        self.soc: str = soc
+        if manifest is None:
+            return
+        if manifest.soc and manifest.soc != soc:
+            raise BackendUnavailableError(
+                f"{self._om.name} was compiled for {manifest.soc}, this device is {soc}",
+                hint=f"recompile with `edgefuse compile ... --soc {soc}`",
+            )
+        installed = cann_version()
+        if manifest.cann_version and installed and installed != manifest.cann_version:
+            log.warning(
+                "%s was compiled with CANN %s, this board runs CANN %s; an OM is only "
+                "guaranteed to load on the CANN that built it",
+                self._om.name, manifest.cann_version, installed,
+            )
+
+    def _open_device(self, device_id: int) -> None:
+        acl, res = self._acl, self._resources
+        check(acl.rt.set_device(device_id), "acl.rt.set_device")
+        res.push_call("acl.rt.reset_device", acl.rt.reset_device, device_id)
+        context, ret = acl.rt.create_context(device_id)
+        check(ret, "acl.rt.create_context")
+        self._context = CurrentContext(context)
+        res.push("forget the context", self._context.forget)
+        res.push_call("acl.rt.destroy_context", acl.rt.destroy_context, context)
+        stream, ret = acl.rt.create_stream()
+        check(ret, "acl.rt.create_stream")
+        res.push_call("acl.rt.destroy_stream", acl.rt.destroy_stream, stream)
+        self._stream = stream
+        run_mode, ret = acl.rt.get_run_mode()
+        check(ret, "acl.rt.get_run_mode")
+        self.run_mode: int = run_mode
+        on_device = run_mode == ACL_DEVICE
+        self._to_device = ACL_MEMCPY_DEVICE_TO_DEVICE if on_device else ACL_MEMCPY_HOST_TO_DEVICE
+        self._to_host = ACL_MEMCPY_DEVICE_TO_DEVICE if on_device else ACL_MEMCPY_DEVICE_TO_HOST
+        self.device_id = device_id
+
+    def _load(self) -> None:
+        acl, res = self._acl, self._resources
+        # The description is created before the model is loaded so that teardown unloads the
+        # model first and destroys the description after it, the documented order.
+        desc = self._created(acl.mdl.create_desc(), "acl.mdl.create_desc")
+        res.push_call("acl.mdl.destroy_desc", acl.mdl.destroy_desc, desc)
+        self._desc = desc
+        model_id, ret = acl.mdl.load_from_file(str(self._om))
+        if ret != 0:
+            raise AclError("acl.mdl.load_from_file", ret, context=f"OM: {self._om}")
+        res.push_call("acl.mdl.unload", acl.mdl.unload, model_id)
+        self._model_id = model_id
+        check(acl.mdl.get_desc(desc, model_id), "acl.mdl.get_desc")
+
+        inputs = [self._binding_info(i, "input") for i in range(acl.mdl.get_num_inputs(desc))]
+        outputs = [self._binding_info(i, "output") for i in range(acl.mdl.get_num_outputs(desc))]
+        dynamic = [b for b in inputs if b[1] == DYNAMIC_INPUT_NAME]
+        self._dynamic_index = dynamic[0][0] if dynamic else None
+        self.gears: Gears | None = self._read_gears() if dynamic else None
+
+        self._input_dataset = self._dataset()
+        self._inputs = tuple(self._buffer(self._input_dataset, *info) for info in inputs)
+        self._output_dataset = self._dataset()
+        self._outputs = tuple(self._buffer(self._output_dataset, *info) for info in outputs)
+        self._data_inputs = tuple(b for b in self._inputs if b.name != DYNAMIC_INPUT_NAME)
+
+    def _binding_info(self, index: int, kind: str) -> tuple[int, str, tuple[int, ...], np.dtype,
+                                                             int]:
+        mdl = self._acl.mdl
+        get_dims = mdl.get_input_dims if kind == "input" else mdl.get_output_dims
+        dims, ret = get_dims(self._desc, index)
+        check(ret, f"acl.mdl.get_{kind}_dims")
+        # Output names can come back as "node:0:name"; the tensor name is the last part.
+        name = str(dims["name"]).split(":")[-1]
+        get_type = mdl.get_input_data_type if kind == "input" else mdl.get_output_data_type
+        dtype = numpy_dtype(get_type(self._desc, index), f"{kind} '{name}'")
+        get_size = mdl.get_input_size_by_index if kind == "input" else mdl.get_output_size_by_index
+        size = int(get_size(self._desc, index))
+        if size <= 0:
+            raise ModelLoadError(
+                f"{kind} '{name}' of {self._om.name} has no fixed size (a -1 dimension without "
+                "gears)",
+                hint="compile with static shapes or with gears (--dynamic_batch_size, "
+                "--dynamic_image_size, --dynamic_dims)",
+                reference="unsupported-dynamic-om",
+            )
+        return index, name, tuple(int(d) for d in dims["dims"]), dtype, size
+
+    def _read_gears(self) -> Gears:
+        mdl = self._acl.mdl
+        batch, ret = mdl.get_dynamic_batch(self._desc)
+        check(ret, "acl.mdl.get_dynamic_batch")
+        if batch["batchCount"]:
+            return Gears("batch", tuple(sorted(int(b) for b in batch["batch"])))
+        hw, ret = mdl.get_dynamic_hw(self._desc, -1)
+        check(ret, "acl.mdl.get_dynamic_hw")
+        if hw["hwCount"]:
+            return Gears("hw", tuple((int(h), int(w)) for h, w in hw["hw"]))
+        count, ret = mdl.get_input_dynamic_gear_count(self._desc, -1)
+        check(ret, "acl.mdl.get_input_dynamic_gear_count")
+        dims, ret = mdl.get_input_dynamic_dims(self._desc, -1, count)
+        check(ret, "acl.mdl.get_input_dynamic_dims")
+        return Gears("dims", tuple(tuple(int(d) for d in gear["dims"]) for gear in dims))
+
+    def _dataset(self) -> Any:
+        acl = self._acl
+        dataset = self._created(acl.mdl.create_dataset(), "acl.mdl.create_dataset")
+        self._resources.push_call("acl.mdl.destroy_dataset", acl.mdl.destroy_dataset, dataset)
+        return dataset
+
+    def _buffer(self, dataset: Any, index: int, name: str, dims: tuple[int, ...],
+                dtype: np.dtype, size: int) -> _Binding:
+        acl, res = self._acl, self._resources
+        address, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+        check(ret, "acl.rt.malloc")
+        res.push_call("acl.rt.free", acl.rt.free, address)
+        buffer = self._created(acl.create_data_buffer(address, size), "acl.create_data_buffer")
+        res.push_call("acl.destroy_data_buffer", acl.destroy_data_buffer, buffer)
+        _, ret = acl.mdl.add_dataset_buffer(dataset, buffer)
+        check(ret, "acl.mdl.add_dataset_buffer")
+        return _Binding(index, name, dims, dtype, size, address)
+
+    def _specs(self, manifest: BuildManifest | None) -> tuple[list[TensorSpec], list[TensorSpec]]:
+        def spec(binding: _Binding, recorded: str | None) -> TensorSpec:
+            shape = tuple(d if d >= 0 else None for d in binding.dims)
+            return TensorSpec(recorded or binding.name, shape, binding.dtype)
+
+        def names(bindings: tuple[_Binding, ...], entries: tuple[Any, ...]) -> list[str | None]:
+            # ATC keeps input names but may rename outputs; when the OM's names are not the
+            # build's, the build's names are used by position.
+            recorded = [e.name for e in entries]
+            if len(recorded) != len(bindings) or {b.name for b in bindings} == set(recorded):
+                return [None] * len(bindings)
+            return recorded
+
+        in_names = names(self._data_inputs, manifest.inputs if manifest else ())
+        out_names = names(self._outputs, manifest.outputs if manifest else ())
+        return ([spec(b, n) for b, n in zip(self._data_inputs, in_names, strict=True)],
+                [spec(b, n) for b, n in zip(self._outputs, out_names, strict=True)])
+
+    @staticmethod
+    def _created(handle: Any, api: str) -> Any:
+        if not handle:
+            raise AclError(api, _NULL_HANDLE, context=f"{api} returned a null handle")
+        return handle
+
+    # --- running -----------------------------------------------------------------------------
+
+    def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        acl = self._acl
+        with self._lock:
+            self._context.make_current(acl)
+            arrays = [np.ascontiguousarray(feeds[s.name]) for s in self.inputs]
+            real_batch = self._set_gear(self.gears, arrays) if self.gears else None
+            for binding, array in zip(self._data_inputs, arrays, strict=True):
+                if array.nbytes > binding.size:
+                    raise InputError(
+                        f"input '{binding.name}' is {array.nbytes} bytes, the OM's buffer holds "
+                        f"{binding.size}",
+                        context=self._expected(),
+                        reference="bad-feeds",
+                    )
+                check(acl.rt.memcpy(binding.address, binding.size, array.ctypes.data,
+                                    array.nbytes, self._to_device), "acl.rt.memcpy")
+            if self._async:
+                check(acl.mdl.execute_async(self._model_id, self._input_dataset,
+                                            self._output_dataset, self._stream),
+                      "acl.mdl.execute_async")
+                check(acl.rt.synchronize_stream(self._stream), "acl.rt.synchronize_stream")
+            else:
+                check(acl.mdl.execute(self._model_id, self._input_dataset, self._output_dataset),
+                      "acl.mdl.execute")
+            return {spec.name: self._fetch(binding, real_batch)
+                    for spec, binding in zip(self.outputs, self._outputs, strict=True)}
+
+    def _fetch(self, binding: _Binding, real_batch: int | None) -> np.ndarray:
+        acl = self._acl
+        dims = binding.dims
+        if self.gears is not None:
+            current, ret = acl.mdl.get_cur_output_dims(self._desc, binding.index)
+            check(ret, "acl.mdl.get_cur_output_dims")
+            dims = tuple(int(d) for d in current["dims"])
+        array = np.empty(dims, dtype=binding.dtype)
+        if array.nbytes > binding.size:
+            raise AclError("acl.mdl.get_cur_output_dims", 100018,
+                           context=f"output '{binding.name}' dims {dims} exceed its buffer")
+        check(acl.rt.memcpy(array.ctypes.data, array.nbytes, binding.address, array.nbytes,
+                            self._to_host), "acl.rt.memcpy")
+        if real_batch is not None and array.ndim and array.shape[0] > real_batch:
+            return array[:real_batch]
+        return array
+
+    def _set_gear(self, gears: Gears, arrays: list[np.ndarray]) -> int | None:
+        """Select the gear the feeds need; returns the real batch when it runs on a larger gear."""
+        mdl = self._acl.mdl
+        where = (self._model_id, self._input_dataset, self._dynamic_index)
+        dynamic = [(array, [axis for axis, d in enumerate(b.dims) if d < 0])
+                   for array, b in zip(arrays, self._data_inputs, strict=True)]
+        if gears.kind == "batch":
+            batches = {array.shape[0] for array, axes in dynamic if axes == [0]}
+            batch = batches.pop() if len(batches) == 1 else None
+            fitting = [g for g in gears.values if batch is not None and g >= batch]
+            if not fitting:
+                raise self._no_gear(gears, f"batch {batch if batch is not None else '?'}")
+            check(mdl.set_dynamic_batch_size(*where, fitting[0]), "acl.mdl.set_dynamic_batch_size")
+            return batch if fitting[0] != batch else None
+        if gears.kind == "hw":
+            sizes = {tuple(array.shape[axis] for axis in axes) for array, axes in dynamic if axes}
+            size = sizes.pop() if len(sizes) == 1 else None
+            if size not in gears.values:
+                raise self._no_gear(gears, f"image size {size if size else '?'} (height, width)")
+            height, width = size
+            check(mdl.set_dynamic_hw_size(*where, height, width), "acl.mdl.set_dynamic_hw_size")
+            return None
+        dims = tuple(int(d) for array in arrays for d in array.shape)
+        if dims not in gears.values:
+            raise self._no_gear(gears, f"dims {dims}")
+        check(mdl.set_input_dynamic_dims(*where, {"dimCount": len(dims), "name": "",
+                                                  "dims": list(dims)}),
+              "acl.mdl.set_input_dynamic_dims")
+        return None
+
+    def _no_gear(self, gears: Gears, given: str) -> InputError:
+        return InputError(
+            f"{self._om.name} has no {gears.kind} gear for {given}",
+            context=f"gears: {list(gears.values)}",
+            hint="feed one of the gears, or recompile with the gear you need",
+            reference="no-matching-gear",
+        )
+
+    # --- teardown ----------------------------------------------------------------------------
+
+    def _close(self) -> None:
+        with self._lock:
+            try:
+                self._context.make_current(self._acl)
+            finally:
+                self._resources.release_all()
