@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -18,7 +19,14 @@ import onnx
 from edgefuse._files import write_text
 from edgefuse.errors import InputError
 
+if TYPE_CHECKING:
+    from edgefuse.feeds import FeedSource
+    from edgefuse.verify_layers import LayerReport
+    from edgefuse.verify_task import TaskParity
+
 DEFAULT_MIN_COSINE = 0.99999
+# The default gate when the candidate runs with FP16 storage (an FP16 model, or --emulate-fp16).
+DEFAULT_FP16_MIN_COSINE = 0.999
 
 
 @dataclasses.dataclass
@@ -40,10 +48,14 @@ class VerifyResult:
     min_cosine: float
     max_rel_l2: float | None
     seed: int | None
+    samples: int = 1
+    emulated_fp16: bool = False
+    layers: LayerReport | None = None
+    task: TaskParity | None = None
 
     @property
     def passed(self) -> bool:
-        return all(o.passed for o in self.outputs)
+        return all(o.passed for o in self.outputs) and (self.task is None or self.task.passed)
 
     def to_json(self) -> dict:
         return {
@@ -51,12 +63,17 @@ class VerifyResult:
             "min_cosine": self.min_cosine,
             "max_rel_l2": self.max_rel_l2,
             "seed": self.seed,
+            "samples": self.samples,
+            "emulated_fp16": self.emulated_fp16,
             "outputs": [o.to_json() for o in self.outputs],
+            "task": self.task.to_json() if self.task is not None else None,
+            "layers": self.layers.to_json() if self.layers is not None else None,
         }
 
     def render(self) -> str:
         width = max([len(o.name) for o in self.outputs] + [6])
-        lines = [
+        lines = [self.layers.render(), ""] if self.layers is not None else []
+        lines += [
             f"{'output':<{width}}  {'cosine':>12}  {'max abs err':>12}  {'rel L2 err':>12}  gate"
         ]
         for o in self.outputs:
@@ -64,9 +81,15 @@ class VerifyResult:
                 f"{o.name:<{width}}  {o.cosine:>12.8f}  {o.max_abs_error:>12.4g}  "
                 f"{o.rel_l2_error:>12.4g}  {'ok' if o.passed else 'FAIL'}"
             )
+        if self.task is not None:
+            lines.append(self.task.render())
         gate = f"cosine >= {self.min_cosine}"
         if self.max_rel_l2 is not None:
             gate += f" and rel L2 <= {self.max_rel_l2}"
+        if self.samples > 1:
+            gate += f", worst of {self.samples} samples"
+        if self.emulated_fp16:
+            gate += ", candidate with FP16 storage emulated"
         lines.append(f"{'PASSED' if self.passed else 'FAILED'} ({gate})")
         return "\n".join(lines)
 
@@ -175,23 +198,86 @@ def verify(
     reference: str | os.PathLike[str] | onnx.ModelProto,
     candidate: str | os.PathLike[str] | onnx.ModelProto,
     *,
-    inputs: str | os.PathLike[str] | Mapping[str, np.ndarray] | None = None,
+    inputs: FeedSource | None = None,
     seed: int = 0,
-    min_cosine: float = DEFAULT_MIN_COSINE,
+    samples: int = 1,
+    min_cosine: float | None = None,
     max_rel_l2: float | None = None,
     json_path: str | os.PathLike[str] | None = None,
+    emulate_fp16: bool | None = None,
+    per_layer: bool = False,
+    alarm_cosine: float | None = None,
+    plot_path: str | os.PathLike[str] | None = None,
+    task: str | None = None,
+    min_task_score: float | None = None,
+    gt_conf: float | None = None,
 ) -> VerifyResult:
     """Compare every output of ``candidate`` with ``reference`` on identical inputs.
 
     Outputs are matched by name; the candidate must produce every output the reference has, with
-    the same shape. ``passed`` is False when any output misses a gate (the CLI exits 1).
+    the same shape. ``passed`` is False when any output misses a gate (the CLI exits 1): cosine
+    >= ``min_cosine`` (default 0.99999, or 0.999 when the candidate runs with FP16 storage). With
+    several samples (a folder of .npz, or ``samples`` random draws) each output reports its worst
+    sample.
+
+    ``emulate_fp16``: None runs a candidate that holds FP16 tensors with FP16 storage emulated
+    (ONNX Runtime's CPU provider skips FP16 rounding between ops) and an FP32 candidate as
+    written; True also emulates ATC's default force_fp16 on an FP32 candidate. ``per_layer`` adds
+    the layer-by-layer comparison (first sample), ``plot_path`` its PNG; ``task`` adds top-k
+    agreement, AP50/AP50:95 or mean IoU against the reference's decisions.
     """
+    from edgefuse.feeds import feed_set  # noqa: PLC0415 - these import verify
+    from edgefuse.quantize.emulate import coerce_feeds, fp16_storage_model, has_fp16
+
     ref_model, cand_model = _as_model(reference), _as_model(candidate)
-    if inputs is None:
-        feeds, used_seed = random_feeds(ref_model, seed), seed
-    else:
-        feeds, used_seed = (load_feeds(inputs) if not isinstance(inputs, Mapping) else inputs), None
-    ref_out, cand_out = run_onnx(ref_model, feeds), run_onnx(cand_model, feeds)
+    feeds_list = feed_set(ref_model, inputs, seed=seed, samples=samples)
+    used_seed = seed if inputs is None else None
+    emulate = has_fp16(cand_model) if emulate_fp16 is None else emulate_fp16
+    runnable = fp16_storage_model(cand_model) if emulate else cand_model
+    if min_cosine is None:
+        min_cosine = DEFAULT_FP16_MIN_COSINE if emulate else DEFAULT_MIN_COSINE
+    ref_outs = [run_onnx(ref_model, feeds) for feeds in feeds_list]
+    cand_outs = [run_onnx(runnable, coerce_feeds(runnable, feeds)) for feeds in feeds_list]
+    comparisons: dict[str, OutputComparison] = {}
+    for ref_out, cand_out in zip(ref_outs, cand_outs, strict=True):
+        for comparison in _compare_outputs(ref_out, cand_out, min_cosine, max_rel_l2):
+            previous = comparisons.get(comparison.name)
+            if previous is None or not comparison.cosine >= previous.cosine:
+                comparisons[comparison.name] = comparison
+    result = VerifyResult(list(comparisons.values()), min_cosine, max_rel_l2, used_seed,
+                          samples=len(feeds_list), emulated_fp16=emulate)
+    if per_layer or plot_path is not None:
+        from edgefuse.verify_layers import DEFAULT_LAYER_ALARM, compare_layers  # noqa: PLC0415
+
+        result.layers = compare_layers(
+            ref_model, cand_model, feeds_list[0], emulate_fp16=emulate,
+            alarm_cosine=DEFAULT_LAYER_ALARM if alarm_cosine is None else alarm_cosine,
+        )
+        if plot_path is not None:
+            result.layers.plot(plot_path)
+    if task is not None:
+        from edgefuse.verify_task import (  # noqa: PLC0415
+            DEFAULT_GT_CONF,
+            DEFAULT_MIN_SCORE,
+            task_parity,
+        )
+
+        result.task = task_parity(
+            task, ref_outs, cand_outs,
+            min_score=DEFAULT_MIN_SCORE if min_task_score is None else min_task_score,
+            gt_conf=DEFAULT_GT_CONF if gt_conf is None else gt_conf,
+        )
+    if json_path is not None:
+        write_text(json_path, json.dumps(result.to_json(), indent=2))
+    return result
+
+
+def _compare_outputs(
+    ref_out: Mapping[str, np.ndarray],
+    cand_out: Mapping[str, np.ndarray],
+    min_cosine: float,
+    max_rel_l2: float | None,
+) -> list[OutputComparison]:
     missing = [name for name in ref_out if name not in cand_out]
     if missing:
         raise InputError(
@@ -211,10 +297,7 @@ def verify(
         cosine, max_abs, rel_l2 = compare_arrays(ref, cand)
         passed = cosine >= min_cosine and (max_rel_l2 is None or rel_l2 <= max_rel_l2)
         comparisons.append(OutputComparison(name, ref.shape, cosine, max_abs, rel_l2, passed))
-    result = VerifyResult(comparisons, min_cosine, max_rel_l2, used_seed)
-    if json_path is not None:
-        write_text(json_path, json.dumps(result.to_json(), indent=2))
-    return result
+    return comparisons
 
 
 def _as_model(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:

@@ -1,25 +1,60 @@
 """Compare a candidate model with a reference on the same inputs (exit 1 when a gate fails).
 
 Runs both on ONNX Runtime CPU with graph optimizations off, on seeded random inputs that fit the
-reference's input spec or on --inputs FILE.npz, and reports per output the cosine similarity, the
-max absolute error and the relative L2 error.
+reference's input spec or on --inputs FILE.npz|DIR, and reports per output the cosine similarity,
+the max absolute error and the relative L2 error. A candidate holding FP16 tensors runs with FP16
+storage emulated (every FP16 tensor rounded, as on the board); --emulate-fp16 does the same to an
+FP32 candidate (ATC's default force_fp16).
+
+--per-layer compares every intermediate tensor both models share, accumulated and isolated, in
+graph order, with the worst layers marked; --task scores the candidate's decisions against the
+reference's (top-1/top-5 agreement, AP50 and AP50:95, mean IoU).
+
+Examples:
+  edgefuse verify net.onnx net.fp16.onnx --per-layer --json layers.json --plot layers.png
+  edgefuse verify yolo.onnx yolo.fp16.onnx --task detect --samples 4
+  edgefuse verify net.onnx net.onnx --emulate-fp16 --per-layer
 """
 
 from __future__ import annotations
 
 import argparse
 
-from edgefuse.verify import DEFAULT_MIN_COSINE, verify
+from edgefuse.verify import DEFAULT_FP16_MIN_COSINE, DEFAULT_MIN_COSINE, verify
+from edgefuse.verify_layers import DEFAULT_LAYER_ALARM
+from edgefuse.verify_task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reference", help="reference ONNX file")
     parser.add_argument("candidate", help="candidate ONNX file")
-    parser.add_argument("--inputs", metavar="FILE.npz", help="inputs, one array per input name")
+    parser.add_argument("--inputs", metavar="FILE.npz|DIR",
+                        help="inputs, one array per input name (a folder: one .npz per sample)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE, metavar="C")
+    parser.add_argument("--samples", type=int, default=1, help="random input samples")
+    parser.add_argument("--min-cosine", type=float, default=None, metavar="C",
+                        help=f"output gate (default {DEFAULT_MIN_COSINE}; "
+                        f"{DEFAULT_FP16_MIN_COSINE} when the candidate runs with FP16 storage)")
     parser.add_argument("--max-rel-l2", type=float, default=None, metavar="E")
     parser.add_argument("--json", metavar="R.json", help="also write the result as JSON")
+    emulation = parser.add_mutually_exclusive_group()
+    emulation.add_argument("--emulate-fp16", dest="emulate_fp16", action="store_true",
+                           default=None, help="emulate FP16 storage in an FP32 candidate too")
+    emulation.add_argument("--no-emulate", dest="emulate_fp16", action="store_false",
+                           help="run the candidate as written, even if it holds FP16")
+    parser.add_argument("--per-layer", action="store_true",
+                        help="compare every shared intermediate tensor (first sample)")
+    parser.add_argument("--layer-alarm", type=float, default=DEFAULT_LAYER_ALARM, metavar="C",
+                        help=f"flag layers below this cosine (default {DEFAULT_LAYER_ALARM})")
+    parser.add_argument("--plot", metavar="R.png",
+                        help="per-layer plot (needs the 'plot' extra: matplotlib)")
+    parser.add_argument("--task", choices=TASKS, help="also score task-level parity")
+    parser.add_argument("--min-task-score", type=float, default=DEFAULT_MIN_SCORE, metavar="S",
+                        help="gate on top-1 agreement, AP50 or mean IoU "
+                        f"(default {DEFAULT_MIN_SCORE})")
+    parser.add_argument("--gt-conf", type=float, default=DEFAULT_GT_CONF, metavar="T",
+                        help="detect: reference boxes above this score are the ground truth "
+                        f"(default {DEFAULT_GT_CONF})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,9 +63,17 @@ def run(args: argparse.Namespace) -> int:
         args.candidate,
         inputs=args.inputs,
         seed=args.seed,
+        samples=args.samples,
         min_cosine=args.min_cosine,
         max_rel_l2=args.max_rel_l2,
         json_path=args.json,
+        emulate_fp16=args.emulate_fp16,
+        per_layer=args.per_layer,
+        alarm_cosine=args.layer_alarm,
+        plot_path=args.plot,
+        task=args.task,
+        min_task_score=args.min_task_score,
+        gt_conf=args.gt_conf,
     )
     print(result.render())
     return 0 if result.passed else 1

@@ -1,0 +1,75 @@
+"""Convert an FP32 ONNX model to FP16, keeping in FP32 only what the accuracy gate needs.
+
+Folds in FP32 first (the optimize pipeline), keeps the documented policy's nodes in FP32
+(--show-policy), and with --keep-fp32 auto searches for the few more nodes that every output
+needs to stay at cosine >= --min-cosine against the FP32 model, measured on the host with FP16
+storage emulated. Exits 1 when no keep-FP32 set meets the gate (the model and report are still
+written, with the best cosine reached).
+
+Examples:
+  edgefuse quantize net.onnx -o net.fp16.onnx --fp16 --report fp16.json
+  edgefuse quantize net.onnx -o net.fp16.onnx --fp16 --keep-io-types --keep-fp32 auto,Softmax
+  edgefuse compile net.fp16.onnx --soc Ascend310B4 -o build --keep-fp32-from fp16.json
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from edgefuse.errors import InputError
+from edgefuse.quantize import DEFAULT_MIN_COSINE, DEFAULT_SAMPLES, quantize
+from edgefuse.quantize.policy import render_policy
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", nargs="?", help="input FP32 ONNX file")
+    parser.add_argument("-o", "--output", help="where to write the FP16 ONNX")
+    parser.add_argument("--fp16", action="store_true", help="convert to FP16 (the only mode)")
+    parser.add_argument("--keep-io-types", action="store_true",
+                        help="keep float inputs and outputs FP32 (Casts at the boundary)")
+    parser.add_argument("--keep-fp32", default="auto", metavar="auto|none|NODE,OPTYPE,...",
+                        help="auto: policy + overflow + search (default); none: policy only; "
+                        "or node names / ONNX op types to keep FP32 (may include auto)")
+    parser.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE, metavar="C",
+                        help=f"gate on every output (default {DEFAULT_MIN_COSINE})")
+    parser.add_argument("--inputs", metavar="FILE.npz|DIR",
+                        help="calibration inputs: one .npz or a folder of .npz (one per sample)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random calibration inputs")
+    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+                        help=f"random calibration samples (default {DEFAULT_SAMPLES})")
+    parser.add_argument("--max-evaluations", type=int, default=40,
+                        help="bound on the search's model evaluations")
+    parser.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
+                        help="bound on the search's time")
+    parser.add_argument("--report", metavar="R.json", help="also write the report as JSON")
+    parser.add_argument("--show-policy", action="store_true",
+                        help="print the default keep-FP32 policy and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.show_policy:
+        print(render_policy())
+        return 0
+    if not args.model or not args.output:
+        raise InputError("quantize needs an input model and -o OUTPUT",
+                         hint="edgefuse quantize IN.onnx -o OUT.onnx --fp16",
+                         reference="bad-usage")
+    if not args.fp16:
+        raise InputError("choose the target precision", hint="pass --fp16 (the only one so far)",
+                         reference="no-precision")
+    result = quantize(
+        args.model,
+        output=args.output,
+        keep_io_types=args.keep_io_types,
+        keep_fp32=args.keep_fp32,
+        min_cosine=args.min_cosine,
+        inputs=args.inputs,
+        seed=args.seed,
+        samples=args.samples,
+        report_path=args.report,
+        max_evaluations=args.max_evaluations,
+        budget_s=args.budget,
+    )
+    print(result.report.render())
+    print(f"\nwrote {args.output}" + (f" and {args.report}" if args.report else ""))
+    return 0 if result.passed else 1
