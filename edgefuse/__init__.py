@@ -9,7 +9,8 @@ __version__ = "0.1.0"
 
 from edgefuse.convert import convert  # noqa: E402
 from edgefuse.optimize import optimize  # noqa: E402
+from edgefuse.quantize import quantize  # noqa: E402
 from edgefuse.runtime import open_session  # noqa: E402
 from edgefuse.verify import verify  # noqa: E402
 
-__all__ = ["__version__", "convert", "open_session", "optimize", "verify"]
+__all__ = ["__version__", "convert", "open_session", "optimize", "quantize", "verify"]
