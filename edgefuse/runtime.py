@@ -260,7 +260,7 @@ def probe(backend: str, model: Any = None) -> Availability:
 
 
 def open_session(
-    model_or_build_dir: str | os.PathLike[str] | onnx.ModelProto,
+    model_or_build_dir: str | os.PathLike[str] | onnx.ModelProto | ModelSource,
     backends: str | Iterable[str] = DEFAULT_BACKENDS,
     strict: bool = False,
     **options: Any,

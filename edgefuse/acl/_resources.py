@@ -42,11 +42,18 @@ NO_ACL_HINT = ("install the CANN toolkit or NNRT and source its set_env.sh (e.g.
 def import_acl() -> ModuleType:
     """The ``acl`` module, or BackendUnavailableError: pyACL ships with CANN, not with pip."""
     try:
-        return importlib.import_module("acl")
+        acl = importlib.import_module("acl")
     except ImportError as exc:
         raise BackendUnavailableError(
             f"pyACL (module 'acl') is not importable: {exc}", hint=NO_ACL_HINT
         ) from exc
+    # Another package (or a test folder on sys.path) can be called "acl" too.
+    if not all(hasattr(acl, name) for name in ("init", "get_soc_name", "rt", "mdl")):
+        raise BackendUnavailableError(
+            f"the module 'acl' at {getattr(acl, '__file__', None) or '?'} is not pyACL",
+            hint=NO_ACL_HINT,
+        )
+    return acl
 
 
 class AclRuntime:

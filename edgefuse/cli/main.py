@@ -25,8 +25,11 @@ COMMANDS: tuple[str, ...] = (
     "quantize",
     "compile",
     "inspect",
+    "run",
+    "bench",
     "rules",
     "verify",
+    "doctor",
 )
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USER_ERROR, EXIT_INTERNAL_ERROR = 0, 1, 2, 3

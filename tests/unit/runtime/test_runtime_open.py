@@ -4,6 +4,8 @@ mode, and the sources it accepts (BUILD_DIR, .onnx, .om, ModelProto)."""
 from __future__ import annotations
 
 import logging
+import sys
+import types
 
 import numpy as np
 import onnxruntime as ort
@@ -112,6 +114,11 @@ def test_om_for_another_soc_is_skipped(tmp_path, standin):
         assert session.backend == "cpu"
         assert session.skipped["acl"] == ("the OM was compiled for Ascend310P3, this device "
                                           "is Ascend310B4")
+
+
+def test_a_foreign_module_named_acl_is_not_taken_for_pyacl(onnx_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "acl", types.ModuleType("acl"))
+    assert "is not pyACL" in runtime.probe("acl", onnx_path).reason
 
 
 def test_pyacl_without_a_device_is_a_reason(onnx_path, standin):

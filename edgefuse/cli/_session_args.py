@@ -1,0 +1,42 @@
+"""Arguments every verb that opens a Session shares: the model, the backend order, strictness.
+
+Why one place: ``run`` and ``bench`` must pick backends exactly as ``open_session`` does, and a
+user who learns ``--backend cuda --backend cpu`` once should find it the same in every verb.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
+
+
+def add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL|BUILD_DIR",
+                        help="an .onnx file, an .om file, or a directory from `edgefuse compile`")
+    parser.add_argument(
+        "--backend", action="append", metavar="NAME",
+        help=f"backend to try, in order; repeat or comma-separate (known: {', '.join(BACKENDS)}; "
+             f"default: {','.join(DEFAULT_BACKENDS)}). One backend alone is strict",
+    )
+    parser.add_argument("--strict", action="store_true",
+                        help="fail instead of falling back to the CPU when no listed backend runs")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="ONNX Runtime intra-op threads (default: ONNX Runtime's choice)")
+    parser.add_argument("--device-id", type=int, default=0, metavar="N",
+                        help="NPU or GPU to use (default 0)")
+
+
+def backends_from(args: argparse.Namespace) -> tuple[str, ...]:
+    """The --backend values, flattened; the default order when none were given."""
+    if not args.backend:
+        return DEFAULT_BACKENDS
+    return tuple(name.strip() for value in args.backend for name in value.split(",")
+                 if name.strip())
+
+
+def session_options(args: argparse.Namespace) -> dict[str, object]:
+    options: dict[str, object] = {"device_id": args.device_id}
+    if args.threads is not None:
+        options["threads"] = args.threads
+    return options
