@@ -1,0 +1,164 @@
+"""The built-in model catalogue: what each model is, what it takes and returns, how to build it.
+
+Why a catalogue: tests, benchmarks and the demo need the same few real architectures (a ResNet,
+a mobile net, two segmenters, three detector generations) without downloading weights, and each
+needs a ``tiny`` miniature with the same operators, heads and output layout so the test-suite can
+push every architecture through every stage in seconds.
+
+Importing this module needs no PyTorch (the CLI lists the names on a board without it); ``build``
+imports torch and the model's family module when called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import TYPE_CHECKING
+
+from edgefuse._deps import require_torch
+from edgefuse.errors import InputError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+TASKS = ("classify", "detect", "segment")
+VARIANTS = ("full", "tiny")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelEntry:
+    """One catalogue model: shapes of both variants and where its builder lives."""
+
+    name: str
+    task: str
+    input_shape: tuple[int, ...]
+    tiny_input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    tiny_output_shape: tuple[int, ...]
+    output_layout: str
+    builder: str  # "edgefuse.models.<family>:<function>"; function(variant) -> nn.Module
+
+    def shapes(self, variant: str = "full") -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(input shape, output shape) of ``variant``."""
+        _check_variant(variant)
+        if variant == "tiny":
+            return self.tiny_input_shape, self.tiny_output_shape
+        return self.input_shape, self.output_shape
+
+    def build(self, variant: str = "full", seed: int = 0) -> nn.Module:
+        """The model as an ``nn.Module`` in eval mode, with weights determined by ``seed``.
+
+        Weights are random but deterministic, with non-trivial BatchNorm statistics and
+        activations kept O(1) (see ``edgefuse.models._weights``); the global RNG is untouched.
+        """
+        input_shape, _ = self.shapes(variant)
+        require_torch(f"building the catalogue model '{self.name}'")
+        from edgefuse.models._weights import build_seeded
+
+        module_name, _, function = self.builder.partition(":")
+        factory = getattr(importlib.import_module(module_name), function)
+        return build_seeded(
+            lambda: factory(variant), seed=seed, calibration_shape=input_shape
+        )
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise InputError(
+            f"unknown model variant '{variant}'",
+            hint=f"choose one of: {', '.join(VARIANTS)}",
+            reference="unknown-variant",
+        )
+
+
+def _detect_rows(size: int, per_cell: int, strides: tuple[int, ...] = (8, 16, 32)) -> int:
+    return sum(per_cell * (size // s) ** 2 for s in strides)
+
+
+CATALOGUE: dict[str, ModelEntry] = {
+    entry.name: entry
+    for entry in (
+        ModelEntry(
+            name="resnet50",
+            task="classify",
+            input_shape=(1, 3, 224, 224),
+            tiny_input_shape=(1, 3, 64, 64),
+            output_shape=(1, 1000),
+            tiny_output_shape=(1, 1000),
+            output_layout="[1,1000] logits (no softmax)",
+            builder="edgefuse.models.resnet:resnet50",
+        ),
+        ModelEntry(
+            name="mobilenetv2",
+            task="classify",
+            input_shape=(1, 3, 224, 224),
+            tiny_input_shape=(1, 3, 64, 64),
+            output_shape=(1, 1000),
+            tiny_output_shape=(1, 1000),
+            output_layout="[1,1000] logits (no softmax)",
+            builder="edgefuse.models.mobilenet:mobilenetv2",
+        ),
+        ModelEntry(
+            name="deeplabv3plus_mobilenetv2",
+            task="segment",
+            input_shape=(1, 3, 512, 512),
+            tiny_input_shape=(1, 3, 128, 128),
+            output_shape=(1, 21, 512, 512),
+            tiny_output_shape=(1, 21, 128, 128),
+            output_layout="[1,21,H,W] class logits at input resolution (no softmax)",
+            builder="edgefuse.models.deeplabv3plus:deeplabv3plus_mobilenetv2",
+        ),
+        ModelEntry(
+            name="deeplabv3plus_resnet50",
+            task="segment",
+            input_shape=(1, 3, 512, 512),
+            tiny_input_shape=(1, 3, 128, 128),
+            output_shape=(1, 21, 512, 512),
+            tiny_output_shape=(1, 21, 128, 128),
+            output_layout="[1,21,H,W] class logits at input resolution (no softmax)",
+            builder="edgefuse.models.deeplabv3plus:deeplabv3plus_resnet50",
+        ),
+        ModelEntry(
+            name="yolov3",
+            task="detect",
+            input_shape=(1, 3, 416, 416),
+            tiny_input_shape=(1, 3, 96, 96),
+            output_shape=(1, _detect_rows(416, 3), 85),
+            tiny_output_shape=(1, _detect_rows(96, 3), 85),
+            output_layout="[1,N,85] xywh(pixels)+obj+80cls, sigmoid scores, strides 32,16,8",
+            builder="edgefuse.models.darknet:yolov3",
+        ),
+        ModelEntry(
+            name="yolov5s",
+            task="detect",
+            input_shape=(1, 3, 640, 640),
+            tiny_input_shape=(1, 3, 96, 96),
+            output_shape=(1, _detect_rows(640, 3), 85),
+            tiny_output_shape=(1, _detect_rows(96, 3), 85),
+            output_layout="[1,N,85] xywh(pixels)+obj+80cls, sigmoid scores, strides 8,16,32",
+            builder="edgefuse.models.yolov5:yolov5s",
+        ),
+        ModelEntry(
+            name="yolov8n",
+            task="detect",
+            input_shape=(1, 3, 640, 640),
+            tiny_input_shape=(1, 3, 96, 96),
+            output_shape=(1, 84, _detect_rows(640, 1)),
+            tiny_output_shape=(1, 84, _detect_rows(96, 1)),
+            output_layout="[1,84,N] xywh(pixels)+80cls, sigmoid scores, strides 8,16,32",
+            builder="edgefuse.models.yolov8:yolov8n",
+        ),
+    )
+}
+
+
+def get_entry(name: str) -> ModelEntry:
+    """The catalogue entry called ``name``; an unknown name is the user's error."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise InputError(
+            f"unknown model '{name}'",
+            hint=f"the catalogue has: {', '.join(CATALOGUE)}",
+            reference="unknown-model",
+        ) from None
