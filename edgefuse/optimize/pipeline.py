@@ -14,11 +14,13 @@ from collections.abc import Sequence
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
 
+from edgefuse.acl.soc import validate_soc
 from edgefuse.errors import InputError
 from edgefuse.optimize import passes
 from edgefuse.optimize._recording import RecordingRule
+from edgefuse.optimize.custom_ops import AttachCustomOpFunctions
 from edgefuse.optimize.report import PassRecord, RewriteReport, RuleStats, op_counts
-from edgefuse.optimize.rules import ALL_RULES, RULES_BY_ID
+from edgefuse.optimize.rules import ALL_RULES, ASCEND_RULES, RULES_BY_ID
 
 HOST_TARGETS = ("cpu", "gpu")
 MAX_ROUNDS = 8
@@ -35,25 +37,31 @@ class Pipeline:
 
 
 def pipeline_for(target: str) -> Pipeline:
-    """The pipeline for ``target``: 'cpu' and 'gpu' share the host rules."""
-    if target not in HOST_TARGETS:
+    """The pipeline for ``target``: 'cpu' and 'gpu' share the host rules.
+
+    An Ascend soc (``Ascend310B4``; validated against edgefuse.acl.soc) runs the host rules, then
+    ASCEND_RULES, whose edgefuse custom ops then get their ONNX functions attached.
+    """
+    ascend = target.lower().startswith("ascend")
+    if target not in HOST_TARGETS and not ascend:
         raise InputError(
             f"unknown optimize target '{target}'",
-            hint=f"use one of: {', '.join(HOST_TARGETS)}",
+            hint=f"use one of: {', '.join(HOST_TARGETS)}, or an Ascend soc such as Ascend310B4",
             reference="unknown-target",
         )
+    after = (
+        passes.EliminateIdentities(),
+        passes.EliminateCommonSubexpressions(),
+        passes.RemoveUnused(),
+    )
     return Pipeline(
-        target=target,
+        target=validate_soc(target).name if ascend else target,
         # The folder leaves the nodes it bypassed in place (a Dropout it turned into Identity
         # still reads the Conv output); until they are removed they count as other consumers
         # and block every fold of the round.
         before=(passes.FoldConstants(), passes.RemoveUnused()),
-        rules=ALL_RULES,
-        after=(
-            passes.EliminateIdentities(),
-            passes.EliminateCommonSubexpressions(),
-            passes.RemoveUnused(),
-        ),
+        rules=ALL_RULES + ASCEND_RULES if ascend else ALL_RULES,
+        after=(*after, AttachCustomOpFunctions()) if ascend else after,
     )
 
 

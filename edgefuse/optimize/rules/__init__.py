@@ -26,6 +26,7 @@ from edgefuse.optimize.rules.remove_noop_cast import RemoveNoopCast
 from edgefuse.optimize.rules.remove_noop_expand import RemoveNoopExpand
 from edgefuse.optimize.rules.remove_noop_reshape import RemoveNoopReshape
 from edgefuse.optimize.rules.remove_noop_transpose import RemoveNoopTranspose
+from edgefuse.optimize.rules.silu_to_swish import SiluToSwish
 
 ALL_RULES = (
     # Eliminations first: they expose the Conv -> BN / Conv -> Mul adjacency the folds need.
@@ -52,4 +53,8 @@ ALL_RULES = (
     RecognizeHardSwish,
 )
 
-RULES_BY_ID = {rule.id: rule for rule in ALL_RULES}
+# Rules whose results only an Ascend target can run natively (edgefuse custom ops); pipeline_for
+# adds them after ALL_RULES for Ascend socs. Host targets never see them.
+ASCEND_RULES = (SiluToSwish,)
+
+RULES_BY_ID = {rule.id: rule for rule in ALL_RULES + ASCEND_RULES}

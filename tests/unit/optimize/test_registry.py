@@ -12,9 +12,10 @@ import pytest
 from edgefuse.cli.main import main
 from edgefuse.optimize import rules as rules_package
 from edgefuse.optimize.rule import AdoptedRule, Rule
-from edgefuse.optimize.rules import ALL_RULES, RULES_BY_ID
+from edgefuse.optimize.rules import ALL_RULES, ASCEND_RULES, RULES_BY_ID
 
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+EVERY_RULE = ALL_RULES + ASCEND_RULES  # host rules, then the Ascend-only ones
 RULE_MODULES = sorted(
     name for _, name, _ in pkgutil.iter_modules(rules_package.__path__) if not name.startswith("_")
 )
@@ -35,26 +36,30 @@ def rules_defined_in(module) -> list[type]:
 def test_each_rule_module_defines_one_registered_rule_named_after_it(module_name):
     module = importlib.import_module(f"{rules_package.__name__}.{module_name}")
     (rule,) = rules_defined_in(module)
-    assert rule in ALL_RULES
+    assert rule in EVERY_RULE
     assert rule.id == module_name.replace("_", "-")
     assert (module.__doc__ or "").strip().startswith(f"{rule.id}:")
 
 
 def test_every_registered_rule_comes_from_its_own_module():
-    modules = [rule.__module__.rsplit(".", 1)[1] for rule in ALL_RULES]
+    modules = [rule.__module__.rsplit(".", 1)[1] for rule in EVERY_RULE]
     assert sorted(modules) == RULE_MODULES
 
 
 def test_rule_ids_are_unique_kebab_case():
-    ids = [rule.id for rule in ALL_RULES]
+    ids = [rule.id for rule in EVERY_RULE]
     assert len(ids) == len(set(ids)) == len(RULES_BY_ID)
     assert [i for i in ids if not KEBAB.match(i)] == []
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.id)
+@pytest.mark.parametrize("rule", EVERY_RULE, ids=lambda rule: rule.id)
 def test_every_rule_has_a_description_and_rewrite_rules(rule):
     assert rule.description.strip() and "\n" not in rule.description
     assert len(rule.rewrite_rules()) >= 1
+
+
+def test_host_and_ascend_rules_do_not_overlap():
+    assert set(ALL_RULES).isdisjoint(ASCEND_RULES)
 
 
 def test_bn_folds_come_before_bn_to_affine():

@@ -1,0 +1,112 @@
+"""Running models with edgefuse custom ops on host backends, through the ops' decompositions.
+
+Why: a model the Ascend pipeline rewrote carries ``edgefuse::Swish`` / ``edgefuse::YoloHead``
+nodes; ATC maps them to the custom kernels, but ONNX Runtime, the verifier and Netron only know
+them through their ONNX functions. ``attach_functions`` makes the model self-describing (the
+functions travel as model-local functions, which ONNX Runtime runs directly);
+``inline_custom_ops`` replaces the nodes by their bodies for tools that do not run functions.
+
+Two ONNX rules shape this module:
+
+- a model-local function must import the model's version of the default domain; the bodies are
+  written for opset ``FUNCTION_OPSET`` (18), so a model below it is converted up first (ONNX's
+  up-adapters cover the standard ops; edgefuse nodes pass through unchanged) and a model above
+  it gets functions that import its version;
+- ``onnx.inliner`` does not substitute a function's default attribute values, so every attribute
+  of an edgefuse node is written out first.
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnx.inliner
+import onnx_ir as ir
+import onnxscript.version_converter
+
+from edgefuse.acl.ops._spec import DOMAIN, FUNCTION_OPSET, OpSpec, register_onnx_schemas
+from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
+from edgefuse.errors import InputError
+
+
+def custom_op_nodes(graph: ir.Graph) -> list[ir.Node]:
+    """Every edgefuse-domain node of ``graph``, subgraphs included."""
+    return [node for node in ir.traversal.RecursiveGraphIterator(graph) if node.domain == DOMAIN]
+
+
+def _spec_of(node: ir.Node) -> OpSpec:
+    spec = OPS_BY_NAME.get(node.op_type)
+    if spec is None:
+        raise InputError(
+            f"node '{node.name}' is {DOMAIN}::{node.op_type}, which this edgefuse does not know",
+            hint=f"known {DOMAIN} ops: {', '.join(OPS_BY_NAME)}",
+            reference="unknown-custom-op",
+        )
+    return spec
+
+
+def attach_functions_ir(model: ir.Model) -> bool:
+    """Give ``model`` the functions of the edgefuse ops it uses; whether anything changed.
+
+    In place, for the optimizer's passes; ``attach_functions`` is the ModelProto version.
+    """
+    nodes = custom_op_nodes(model.graph)
+    if not nodes:
+        return False
+    register_onnx_schemas(ALL_OPS)
+    changed = False
+    specs: dict[str, OpSpec] = {}
+    for node in nodes:
+        spec = specs.setdefault(node.op_type, _spec_of(node))
+        given = {name: attr.value for name, attr in node.attributes.items()}
+        for name, value in spec.resolve_attributes(given).items():
+            if name not in node.attributes:
+                node.attributes[name] = ir.convenience.convert_attribute(
+                    name, list(value) if isinstance(value, tuple) else value
+                )
+                changed = True
+    if model.opset_imports.get("", 0) < FUNCTION_OPSET:
+        onnxscript.version_converter.convert_version(model, FUNCTION_OPSET, fallback=True)
+        changed = True
+    if model.opset_imports.get(DOMAIN) is None:
+        model.opset_imports[DOMAIN] = next(iter(specs.values())).version
+        changed = True
+    opset = model.opset_imports[""]
+    for spec in specs.values():
+        key = (DOMAIN, spec.name, "")
+        if key not in model.functions:
+            model.functions[key] = ir.serde.deserialize_function(spec.function_proto(opset))
+            changed = True
+    return changed
+
+
+def attach_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` that carries the decomposition of every edgefuse op it uses."""
+    ir_model = ir.serde.deserialize_model(model)
+    if attach_functions_ir(ir_model):
+        return ir.serde.serialize_model(ir_model)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
+def inline_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose edgefuse nodes are replaced by their decompositions.
+
+    The model's own local functions are left as they are; a model without edgefuse nodes comes
+    back unchanged (but for a copy), so a runtime may call this on every model it opens.
+    """
+    attached = attach_functions(model)
+    names = [function.name for function in attached.functions if function.domain == DOMAIN]
+    if not names:
+        return attached
+    inlined = onnx.inliner.inline_selected_functions(attached, [(DOMAIN, n) for n in names])
+    left = custom_op_nodes(ir.serde.deserialize_graph(inlined.graph))
+    if left:
+        raise RuntimeError(f"onnx.inliner left {DOMAIN} nodes in place: {left[0].op_type}")
+    kept = [f for f in inlined.functions if f.domain != DOMAIN]
+    del inlined.functions[:]
+    inlined.functions.extend(kept)
+    opsets = [entry for entry in inlined.opset_import if entry.domain != DOMAIN]
+    del inlined.opset_import[:]
+    inlined.opset_import.extend(opsets)
+    return inlined

@@ -1,0 +1,1 @@
+"""Swish: one elementwise kernel for x * sigmoid(alpha * x); see spec.py."""
