@@ -20,10 +20,12 @@ from edgefuse.errors import EdgefuseError
 # Every verb, in the order `edgefuse --help` lists them. A test checks that each module under
 # edgefuse/cli/ that defines a verb is listed here exactly once.
 COMMANDS: tuple[str, ...] = (
+    "demo",
     "convert",
     "optimize",
     "quantize",
     "compile",
+    "ops",
     "inspect",
     "run",
     "bench",
