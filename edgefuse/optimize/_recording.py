@@ -17,6 +17,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, MatchStatus, RewriteRule
 
 from edgefuse.optimize.report import RuleStats
+from edgefuse.optimize.rule import NOT_APPLICABLE
 
 RULE_TAG = "edgefuse.rule"
 
@@ -34,6 +35,10 @@ class _Observer:
 
     def log(self, rule, container, node: ir.Node, match: MatchResult, status: MatchStatus) -> None:
         del rule, container
+        if status == MatchStatus.CONDITION_FAILED and (match.reason or "").startswith(
+            NOT_APPLICABLE
+        ):
+            return
         if status == MatchStatus.CONDITION_FAILED:
             self.stats.reject(_node_key(node), match.reason or "the rule's check refused")
         elif status == MatchStatus.REPLACEMENT_FAILED:

@@ -90,6 +90,32 @@ def require_constants(result: MatchResult, **values: ir.Value | None) -> dict[st
     return arrays
 
 
+# A check that fails with this prefix says the pattern's shape matched but its premise does not hold
+# (a residual Add of two computed tensors is not "an Add of a constant"); the report leaves such
+# nodes out instead of listing every residual Add of a ResNet as a refused fold.
+NOT_APPLICABLE = "not applicable: "
+
+
+def not_applicable(result: MatchResult, why: str) -> MatchResult:
+    """Fail the match without reporting it as a refusal."""
+    return result.fail(NOT_APPLICABLE + why)
+
+
+def require_folded_operand(result: MatchResult, role: str, value: ir.Value) -> np.ndarray | None:
+    """The constant a rule exists to fold, or None: not applicable when it is computed at run time.
+
+    A graph input that is also an initializer stays a reported refusal: the user may well expect
+    that default to fold, and needs to hear why it does not.
+    """
+    array = constant_array(value)
+    if array is None:
+        if value.is_graph_input():
+            result.fail(f"{role} '{value.name}' is not constant (a graph input)", value)
+        else:
+            not_applicable(result, f"{role} '{value.name}' is computed at run time")
+    return array
+
+
 def require_unshared(
     result: MatchResult, matched_nodes: Iterable[ir.Node], **values: ir.Value | None
 ) -> bool:

@@ -13,6 +13,7 @@ from edgefuse.optimize.rule import (
     float_dtype,
     make_constant,
     require_constants,
+    require_folded_operand,
     require_unshared,
 )
 from edgefuse.optimize.rules._batchnorm import per_channel_bias
@@ -29,6 +30,8 @@ class FoldAddIntoConv(Rule):
 
     def check(self, context, x, w, c, conv_out) -> MatchResult:
         result = MatchResult()
+        if require_folded_operand(result, "addend", c) is None:
+            return result
         conv = conv_out.producer()
         bias = conv.inputs[2] if len(conv.inputs) > 2 else None
         if not float_dtype(result, w):

@@ -18,6 +18,7 @@ from edgefuse.optimize.rule import (
     float_dtype,
     make_constant,
     require_constants,
+    require_folded_operand,
     require_unshared,
 )
 from edgefuse.optimize.rules._batchnorm import per_channel_bias
@@ -39,6 +40,8 @@ class FoldInputOffsetIntoConv(Rule):
     def check(self, context, a, b, w, conv_out) -> MatchResult:
         result = MatchResult()
         x, t = data_and_constant(a, b)
+        if require_folded_operand(result, "addend", t) is None:
+            return result
         conv = conv_out.producer()
         bias = conv.inputs[2] if len(conv.inputs) > 2 else None
         if not float_dtype(result, w):

@@ -18,6 +18,7 @@ from edgefuse.optimize.rule import (
     float_dtype,
     make_constant,
     require_constants,
+    require_folded_operand,
     require_unshared,
 )
 from edgefuse.optimize.rules._channelwise import channel_vector
@@ -38,6 +39,8 @@ class FoldInputScaleIntoConv(Rule):
     def check(self, context, a, b, w, conv_out) -> MatchResult:
         result = MatchResult()
         x, c = data_and_constant(a, b)
+        if require_folded_operand(result, "multiplier", c) is None:
+            return result
         conv = conv_out.producer()
         if not float_dtype(result, w):
             return result

@@ -14,6 +14,7 @@ from edgefuse.optimize.rule import (
     float_dtype,
     make_constant,
     require_constants,
+    require_folded_operand,
     require_unshared,
 )
 from edgefuse.optimize.rules._batchnorm import per_channel_bias
@@ -30,6 +31,8 @@ class FoldMulIntoConv(Rule):
 
     def check(self, context, x, w, c, conv_out) -> MatchResult:
         result = MatchResult()
+        if require_folded_operand(result, "multiplier", c) is None:
+            return result
         conv = conv_out.producer()
         bias = conv.inputs[2] if len(conv.inputs) > 2 else None
         if not float_dtype(result, w):

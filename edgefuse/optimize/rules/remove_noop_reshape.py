@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from onnxscript.rewriter import MatchResult
 
-from edgefuse.optimize.rule import Rule, require_constants
+from edgefuse.optimize.rule import Rule, not_applicable, require_constants
 
 
 class RemoveNoopReshape(Rule):
@@ -39,7 +39,7 @@ class RemoveNoopReshape(Rule):
             if known:
                 resolved[resolved.index(-1)] = int(np.prod(dims)) // known
         if resolved != dims:
-            return result.fail(f"reshape {dims} -> {target} changes the shape")
+            return not_applicable(result, f"reshape {dims} -> {target} changes the shape")
         return result
 
     def rewrite(self, op, x, shape, reshaped):

@@ -169,6 +169,13 @@ def assert_fired(
         assert tags == dict(tagged), f"tagged nodes: {tags}"
 
 
+def assert_not_applicable(result: OptimizeResult, rule_id: str) -> None:
+    """The rule did not fire and did not count the node as a match: its premise did not hold."""
+    stats = result.report.rules[rule_id]
+    assert stats.applied == 0 and stats.matched == 0, stats.rejected
+    assert rule_tags(result.model) == {}
+
+
 def assert_refused(result: OptimizeResult, rule_id: str, reason: str, node_name: str) -> None:
     """The rule did not fire, and the report gives ``node_name`` a reason matching ``reason``."""
     stats = result.report.rules[rule_id]

@@ -8,6 +8,7 @@ import pytest
 
 from optimize.graphs import (
     assert_fired,
+    assert_not_applicable,
     assert_refused,
     assert_same_outputs,
     make_model,
@@ -43,9 +44,7 @@ def test_remove_noop_reshape(target):
 def test_remove_noop_reshape_keeps_a_reshape_that_changes_the_shape(target):
     model = reshape_then_relu([2, 3, 4], target)
     result = optimize_only(model, "remove-noop-reshape")
-    assert_refused(
-        result, "remove-noop-reshape", r"reshape \[2, 3, 4\] -> .* changes the shape", "reshape"
-    )
+    assert_not_applicable(result, "remove-noop-reshape")
     assert op_types(result.model)["Reshape"] == 1
 
 
