@@ -57,9 +57,7 @@ class ModelEntry:
 
         module_name, _, function = self.builder.partition(":")
         factory = getattr(importlib.import_module(module_name), function)
-        return build_seeded(
-            lambda: factory(variant), seed=seed, calibration_shape=input_shape
-        )
+        return build_seeded(lambda: factory(variant), seed=seed, calibration_shape=input_shape)
 
 
 def _check_variant(variant: str) -> None:

@@ -18,8 +18,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-ANCHORS = ((10, 13), (16, 30), (33, 23), (30, 61), (62, 45), (59, 119), (116, 90), (156, 198),
-           (373, 326))
+ANCHORS = (
+    (10, 13),
+    (16, 30),
+    (33, 23),
+    (30, 61),
+    (62, 45),
+    (59, 119),
+    (116, 90),
+    (156, 198),
+    (373, 326),
+)
 NUM_CLASSES = 80
 BN_EPS = 1e-4
 FULL_REPEATS = (1, 2, 8, 8, 4)  # Darknet-53's residual blocks per stage
@@ -143,6 +152,7 @@ class _CfgBuilder:
 
 def _yolov3_layers(width: float, repeats: tuple[int, ...]) -> list[nn.Module]:
     """``yolov3.cfg``: Darknet-53, then three heads (stride 32, 16, 8) joined by upsample+route."""
+
     def ch(c: int) -> int:
         return max(int(c * width), 4)
 

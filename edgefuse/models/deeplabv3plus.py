@@ -35,13 +35,24 @@ class _UnpaddedConvBNReLU6(nn.Sequential):
     """VainF's ConvBNReLU: padding 0 (the caller pads), children 0 (conv), 1 (BN), 2 (ReLU6)."""
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: int = 3, stride: int = 1,
-        dilation: int = 1, groups: int = 1,
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 3,
+        stride: int = 1,
+        dilation: int = 1,
+        groups: int = 1,
     ) -> None:
         super().__init__(
             nn.Conv2d(
-                in_channels, out_channels, kernel_size, stride, 0, dilation=dilation,
-                groups=groups, bias=False,
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride,
+                0,
+                dilation=dilation,
+                groups=groups,
+                bias=False,
             ),
             nn.BatchNorm2d(out_channels),
             nn.ReLU6(inplace=True),
@@ -95,8 +106,11 @@ class MobileNetV2Backbone(nn.Module):
             for i in range(n):
                 features.append(
                     _DilatedInvertedResidual(
-                        input_channel, output_channel, stride if i == 0 else 1,
-                        previous_dilation if i == 0 else dilation, t,
+                        input_channel,
+                        output_channel,
+                        stride if i == 0 else 1,
+                        previous_dilation if i == 0 else dilation,
+                        t,
                     )
                 )
                 input_channel = output_channel
@@ -114,8 +128,12 @@ class MobileNetV2Backbone(nn.Module):
 def _conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int = 1, dilation: int = 1):
     return nn.Sequential(
         nn.Conv2d(
-            in_channels, out_channels, kernel_size, padding=dilation if kernel_size == 3 else 0,
-            dilation=dilation, bias=False,
+            in_channels,
+            out_channels,
+            kernel_size,
+            padding=dilation if kernel_size == 3 else 0,
+            dilation=dilation,
+            bias=False,
         ),
         nn.BatchNorm2d(out_channels),
         nn.ReLU(inplace=True),
@@ -163,8 +181,13 @@ class DeepLabHeadV3Plus(nn.Module):
     """ASPP on the high-level map, upsampled to the low-level map, fused with its projection."""
 
     def __init__(
-        self, in_channels: int, low_level_channels: int, num_classes: int,
-        rates: tuple[int, int, int], aspp_channels: int = 256, project_channels: int = 48,
+        self,
+        in_channels: int,
+        low_level_channels: int,
+        num_classes: int,
+        rates: tuple[int, int, int],
+        aspp_channels: int = 256,
+        project_channels: int = 48,
     ) -> None:
         super().__init__()
         self.project = _conv_bn_relu(low_level_channels, project_channels)
@@ -220,8 +243,12 @@ def deeplabv3plus_resnet50(variant: str = "full") -> DeepLabV3Plus:
 def _head(backbone: nn.Module, tiny: bool) -> DeepLabHeadV3Plus:
     if tiny:
         return DeepLabHeadV3Plus(
-            backbone.out_channels, backbone.low_level_channels, NUM_CLASSES, TINY_ATROUS_RATES,
-            aspp_channels=32, project_channels=8,
+            backbone.out_channels,
+            backbone.low_level_channels,
+            NUM_CLASSES,
+            TINY_ATROUS_RATES,
+            aspp_channels=32,
+            project_channels=8,
         )
     return DeepLabHeadV3Plus(
         backbone.out_channels, backbone.low_level_channels, NUM_CLASSES, ATROUS_RATES

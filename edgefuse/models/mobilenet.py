@@ -48,13 +48,22 @@ class ConvBNReLU6(nn.Sequential):
     """torchvision's Conv2dNormActivation with ReLU6: children 0 (conv), 1 (BN), 2 (ReLU6)."""
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size: int = 3, stride: int = 1,
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int = 3,
+        stride: int = 1,
         groups: int = 1,
     ) -> None:
         super().__init__(
             nn.Conv2d(
-                in_channels, out_channels, kernel_size, stride, (kernel_size - 1) // 2,
-                groups=groups, bias=False,
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride,
+                (kernel_size - 1) // 2,
+                groups=groups,
+                bias=False,
             ),
             nn.BatchNorm2d(out_channels),
             nn.ReLU6(inplace=True),

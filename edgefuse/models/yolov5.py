@@ -154,4 +154,3 @@ def yolov5s(variant: str = "full") -> LayerGraph:
     if variant == "tiny":
         return LayerGraph(_layers(depth=0.01, width=0.125))
     return LayerGraph(_layers(depth=0.33, width=0.50))
-

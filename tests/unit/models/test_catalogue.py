@@ -58,8 +58,15 @@ def test_catalogue_names_and_factories(tiny_models):
     import edgefuse.models as models
 
     assert NAMES == sorted(
-        ["resnet50", "mobilenetv2", "deeplabv3plus_mobilenetv2", "deeplabv3plus_resnet50",
-         "yolov3", "yolov5s", "yolov8n"]
+        [
+            "resnet50",
+            "mobilenetv2",
+            "deeplabv3plus_mobilenetv2",
+            "deeplabv3plus_resnet50",
+            "yolov3",
+            "yolov5s",
+            "yolov8n",
+        ]
     )
     for name, entry in CATALOGUE.items():
         assert entry.name == name
@@ -179,80 +186,101 @@ def test_full_parameter_counts_match_the_references(name, parameters):
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("resnet50", {
-            "conv1.weight": (64, 3, 7, 7),
-            "layer1.0.downsample.0.weight": (256, 64, 1, 1),
-            "layer1.0.downsample.1.running_var": (256,),
-            "layer2.0.conv2.weight": (128, 128, 3, 3),
-            "layer3.5.bn3.num_batches_tracked": (),
-            "layer4.2.conv3.weight": (2048, 512, 1, 1),
-            "fc.weight": (1000, 2048),
-            "fc.bias": (1000,),
-        }),
-        ("mobilenetv2", {
-            "features.0.0.weight": (32, 3, 3, 3),
-            "features.1.conv.0.0.weight": (32, 1, 3, 3),
-            "features.1.conv.1.weight": (16, 32, 1, 1),
-            "features.1.conv.2.running_var": (16,),
-            "features.2.conv.0.0.weight": (96, 16, 1, 1),
-            "features.2.conv.1.0.weight": (96, 1, 3, 3),
-            "features.17.conv.3.running_mean": (320,),
-            "features.18.0.weight": (1280, 320, 1, 1),
-            "features.18.1.weight": (1280,),
-            "classifier.1.weight": (1000, 1280),
-        }),
-        ("deeplabv3plus_mobilenetv2", {
-            "backbone.low_level_features.0.0.weight": (32, 3, 3, 3),
-            "backbone.low_level_features.3.conv.3.running_var": (24,),
-            "backbone.high_level_features.0.conv.0.0.weight": (144, 24, 1, 1),
-            "backbone.high_level_features.13.conv.2.weight": (320, 960, 1, 1),
-            "classifier.project.0.weight": (48, 24, 1, 1),
-            "classifier.aspp.convs.0.0.weight": (256, 320, 1, 1),
-            "classifier.aspp.convs.3.0.weight": (256, 320, 3, 3),
-            "classifier.aspp.convs.4.1.weight": (256, 320, 1, 1),
-            "classifier.aspp.project.0.weight": (256, 1280, 1, 1),
-            "classifier.classifier.0.weight": (256, 304, 3, 3),
-            "classifier.classifier.3.bias": (21,),
-        }),
-        ("deeplabv3plus_resnet50", {
-            "backbone.conv1.weight": (64, 3, 7, 7),
-            "backbone.layer4.2.bn3.running_var": (2048,),
-            "classifier.project.0.weight": (48, 256, 1, 1),
-            "classifier.aspp.convs.1.0.weight": (256, 2048, 3, 3),
-            "classifier.aspp.convs.4.2.running_mean": (256,),
-            "classifier.classifier.3.weight": (21, 256, 1, 1),
-        }),
-        ("yolov3", {
-            "module_list.0.Conv2d.weight": (32, 3, 3, 3),
-            "module_list.0.BatchNorm2d.running_var": (32,),
-            "module_list.75.Conv2d.weight": (512, 1024, 1, 1),
-            "module_list.81.Conv2d.bias": (255,),
-            "module_list.87.Conv2d.weight": (256, 768, 1, 1),
-            "module_list.93.Conv2d.weight": (255, 512, 1, 1),
-            "module_list.99.Conv2d.weight": (128, 384, 1, 1),
-            "module_list.105.Conv2d.weight": (255, 256, 1, 1),
-        }),
-        ("yolov5s", {
-            "model.0.conv.weight": (32, 3, 6, 6),
-            "model.2.m.0.cv1.conv.weight": (32, 32, 1, 1),
-            "model.8.cv3.bn.running_var": (512,),
-            "model.9.cv2.conv.weight": (512, 1024, 1, 1),
-            "model.23.m.0.cv2.conv.weight": (256, 256, 3, 3),
-            "model.24.m.0.weight": (255, 128, 1, 1),
-            "model.24.m.2.bias": (255,),
-            "model.24.anchors": (3, 3, 2),
-        }),
-        ("yolov8n", {
-            "model.0.conv.weight": (16, 3, 3, 3),
-            "model.2.m.0.cv1.conv.weight": (16, 16, 3, 3),
-            "model.9.cv1.conv.weight": (128, 256, 1, 1),
-            "model.21.m.0.cv2.bn.running_mean": (128,),
-            "model.22.cv2.0.0.conv.weight": (64, 64, 3, 3),
-            "model.22.cv2.2.2.weight": (64, 64, 1, 1),
-            "model.22.cv3.1.0.conv.weight": (80, 128, 3, 3),
-            "model.22.cv3.2.2.bias": (80,),
-            "model.22.dfl.conv.weight": (1, 16, 1, 1),
-        }),
+        (
+            "resnet50",
+            {
+                "conv1.weight": (64, 3, 7, 7),
+                "layer1.0.downsample.0.weight": (256, 64, 1, 1),
+                "layer1.0.downsample.1.running_var": (256,),
+                "layer2.0.conv2.weight": (128, 128, 3, 3),
+                "layer3.5.bn3.num_batches_tracked": (),
+                "layer4.2.conv3.weight": (2048, 512, 1, 1),
+                "fc.weight": (1000, 2048),
+                "fc.bias": (1000,),
+            },
+        ),
+        (
+            "mobilenetv2",
+            {
+                "features.0.0.weight": (32, 3, 3, 3),
+                "features.1.conv.0.0.weight": (32, 1, 3, 3),
+                "features.1.conv.1.weight": (16, 32, 1, 1),
+                "features.1.conv.2.running_var": (16,),
+                "features.2.conv.0.0.weight": (96, 16, 1, 1),
+                "features.2.conv.1.0.weight": (96, 1, 3, 3),
+                "features.17.conv.3.running_mean": (320,),
+                "features.18.0.weight": (1280, 320, 1, 1),
+                "features.18.1.weight": (1280,),
+                "classifier.1.weight": (1000, 1280),
+            },
+        ),
+        (
+            "deeplabv3plus_mobilenetv2",
+            {
+                "backbone.low_level_features.0.0.weight": (32, 3, 3, 3),
+                "backbone.low_level_features.3.conv.3.running_var": (24,),
+                "backbone.high_level_features.0.conv.0.0.weight": (144, 24, 1, 1),
+                "backbone.high_level_features.13.conv.2.weight": (320, 960, 1, 1),
+                "classifier.project.0.weight": (48, 24, 1, 1),
+                "classifier.aspp.convs.0.0.weight": (256, 320, 1, 1),
+                "classifier.aspp.convs.3.0.weight": (256, 320, 3, 3),
+                "classifier.aspp.convs.4.1.weight": (256, 320, 1, 1),
+                "classifier.aspp.project.0.weight": (256, 1280, 1, 1),
+                "classifier.classifier.0.weight": (256, 304, 3, 3),
+                "classifier.classifier.3.bias": (21,),
+            },
+        ),
+        (
+            "deeplabv3plus_resnet50",
+            {
+                "backbone.conv1.weight": (64, 3, 7, 7),
+                "backbone.layer4.2.bn3.running_var": (2048,),
+                "classifier.project.0.weight": (48, 256, 1, 1),
+                "classifier.aspp.convs.1.0.weight": (256, 2048, 3, 3),
+                "classifier.aspp.convs.4.2.running_mean": (256,),
+                "classifier.classifier.3.weight": (21, 256, 1, 1),
+            },
+        ),
+        (
+            "yolov3",
+            {
+                "module_list.0.Conv2d.weight": (32, 3, 3, 3),
+                "module_list.0.BatchNorm2d.running_var": (32,),
+                "module_list.75.Conv2d.weight": (512, 1024, 1, 1),
+                "module_list.81.Conv2d.bias": (255,),
+                "module_list.87.Conv2d.weight": (256, 768, 1, 1),
+                "module_list.93.Conv2d.weight": (255, 512, 1, 1),
+                "module_list.99.Conv2d.weight": (128, 384, 1, 1),
+                "module_list.105.Conv2d.weight": (255, 256, 1, 1),
+            },
+        ),
+        (
+            "yolov5s",
+            {
+                "model.0.conv.weight": (32, 3, 6, 6),
+                "model.2.m.0.cv1.conv.weight": (32, 32, 1, 1),
+                "model.8.cv3.bn.running_var": (512,),
+                "model.9.cv2.conv.weight": (512, 1024, 1, 1),
+                "model.23.m.0.cv2.conv.weight": (256, 256, 3, 3),
+                "model.24.m.0.weight": (255, 128, 1, 1),
+                "model.24.m.2.bias": (255,),
+                "model.24.anchors": (3, 3, 2),
+            },
+        ),
+        (
+            "yolov8n",
+            {
+                "model.0.conv.weight": (16, 3, 3, 3),
+                "model.2.m.0.cv1.conv.weight": (16, 16, 3, 3),
+                "model.9.cv1.conv.weight": (128, 256, 1, 1),
+                "model.21.m.0.cv2.bn.running_mean": (128,),
+                "model.22.cv2.0.0.conv.weight": (64, 64, 3, 3),
+                "model.22.cv2.2.2.weight": (64, 64, 1, 1),
+                "model.22.cv3.1.0.conv.weight": (80, 128, 3, 3),
+                "model.22.cv3.2.2.bias": (80,),
+                "model.22.dfl.conv.weight": (1, 16, 1, 1),
+            },
+        ),
     ],
 )
 def test_full_state_dict_names_and_shapes_follow_the_reference(name, expected):
@@ -275,8 +303,10 @@ def test_yolov3_layer_indices_follow_yolov3_cfg():
 
 def test_yolov5_anchors_are_saved_in_grid_units(tiny_models):
     built = tiny_models["yolov5s"].state_dict()["model.24.anchors"]
-    pixels = np.array([[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119],
-                       [116, 90, 156, 198, 373, 326]], dtype=np.float32).reshape(3, 3, 2)
+    pixels = np.array(
+        [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119], [116, 90, 156, 198, 373, 326]],
+        dtype=np.float32,
+    ).reshape(3, 3, 2)
     np.testing.assert_allclose(built.numpy(), pixels / np.array([8, 16, 32]).reshape(3, 1, 1))
 
 
@@ -335,8 +365,11 @@ def test_yolov5_decode_matches_numpy(tiny_models):
     model = tiny_models["yolov5s"]
     detect = model.model[-1]
     raw, decoded = _capture(detect.m, model, CATALOGUE["yolov5s"].tiny_input_shape)
-    anchors = [[(10, 13), (16, 30), (33, 23)], [(30, 61), (62, 45), (59, 119)],
-               [(116, 90), (156, 198), (373, 326)]]
+    anchors = [
+        [(10, 13), (16, 30), (33, 23)],
+        [(30, 61), (62, 45), (59, 119)],
+        [(116, 90), (156, 198), (373, 326)],
+    ]
     np.testing.assert_allclose(decoded, _anchor_decode(raw, anchors, (8, 16, 32)), atol=1e-3)
     _assert_plausible_boxes(decoded[0], scores=decoded[0, :, 4:], size=96, max_stride=32)
 
@@ -348,8 +381,11 @@ def test_yolov3_decode_matches_numpy(tiny_models):
     layers = list(model.module_list)
     heads = [layers[i - 1] for i, m in enumerate(layers) if isinstance(m, YOLOLayer)]
     raw, decoded = _capture(heads, model, CATALOGUE["yolov3"].tiny_input_shape)
-    anchors = [[(116, 90), (156, 198), (373, 326)], [(30, 61), (62, 45), (59, 119)],
-               [(10, 13), (16, 30), (33, 23)]]
+    anchors = [
+        [(116, 90), (156, 198), (373, 326)],
+        [(30, 61), (62, 45), (59, 119)],
+        [(10, 13), (16, 30), (33, 23)],
+    ]
     np.testing.assert_allclose(decoded, _anchor_decode(raw, anchors, (32, 16, 8)), atol=1e-3)
     _assert_plausible_boxes(decoded[0], scores=decoded[0, :, 4:], size=96, max_stride=32)
 
