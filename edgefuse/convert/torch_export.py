@@ -281,6 +281,11 @@ def _quiet_export():
     """
     torch = require_torch("converting a PyTorch model")
     captured = io.StringIO()
+    # torch logs "torchvision is not installed. Skipping torchvision::nms" through a handler that
+    # holds the real stderr; it concerns ops a vision model without torchvision cannot contain.
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -295,6 +300,7 @@ def _quiet_export():
                 logger.warning("tracer: %s", note)
             if captured.getvalue():
                 logger.debug("exporter output:\n%s", captured.getvalue())
+            registration.setLevel(level)
 
 
 def _export_failed(exporter: str, exc: BaseException) -> ToolError:
