@@ -5,9 +5,9 @@ tree is what users bring: ``backbone.*`` (for MobileNetV2 ``low_level_features``
 ``high_level_features``, for ResNet ``conv1``..``layer4``), ``classifier.project`` (the 48-channel
 low-level projection), ``classifier.aspp.convs.0..4`` (1x1, three atrous 3x3 at rates 6/12/18,
 image pooling), ``classifier.aspp.project`` and ``classifier.classifier`` (3x3 fuse, 1x1 to the
-classes). Its checkpoints load here by state_dict and give the same numbers, because the forward is
-theirs too, quirks included: VainF's MobileNetV2 pads each block's input with ``F.pad`` before the
-(unpadded) expand and depthwise convs, and its stem conv has no padding at all.
+classes). Its checkpoints load here by state_dict, and the forward follows theirs (read from their
+source, not run against it), quirks included: VainF's MobileNetV2 pads each block's input with
+``F.pad`` before the (unpadded) expand and depthwise convs, and its stem conv has no padding.
 
 The segmenter's graph exercises what classifiers do not: dilated convolutions, a global pooling
 branch broadcast back by bilinear resize, concatenations of branches, and a final resize to the

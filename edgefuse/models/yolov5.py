@@ -78,10 +78,12 @@ class Detect(nn.Module):
         self.no = nc + 5
         self.nl = len(anchors)
         self.na = len(anchors[0]) // 2
-        stride = torch.tensor(STRIDES, dtype=torch.float32)
-        pixels = torch.tensor(anchors, dtype=torch.float32).view(self.nl, -1, 2)
-        self.register_buffer("anchors", pixels / stride.view(-1, 1, 1))  # grid units, as saved
-        self.register_buffer("stride", stride, persistent=False)
+        grid_units = [  # as ultralytics saves them (strides are powers of 2: exact)
+            [(w / s, h / s) for w, h in zip(a[::2], a[1::2], strict=True)]
+            for a, s in zip(anchors, STRIDES, strict=True)
+        ]
+        self.register_buffer("anchors", torch.tensor(grid_units, dtype=torch.float32))
+        self.register_buffer("stride", torch.tensor(STRIDES, dtype=torch.float32), persistent=False)
         self.m = nn.ModuleList(nn.Conv2d(c, self.no * self.na, 1) for c in ch)
         with torch.no_grad():
             for conv in self.m:
