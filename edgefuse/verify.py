@@ -232,8 +232,9 @@ def verify(
     ref_model, cand_model = _as_model(reference), _as_model(candidate)
     feeds_list = feed_set(ref_model, inputs, seed=seed, samples=samples)
     used_seed = seed if inputs is None else None
-    emulate = has_fp16(cand_model) if emulate_fp16 is None else emulate_fp16
-    runnable = fp16_storage_model(cand_model) if emulate else cand_model
+    declared = has_fp16(cand_model)
+    emulate = declared if emulate_fp16 is None else emulate_fp16
+    runnable = fp16_storage_model(cand_model, force_fp16=not declared) if emulate else cand_model
     if min_cosine is None:
         min_cosine = DEFAULT_FP16_MIN_COSINE if emulate else DEFAULT_MIN_COSINE
     ref_outs = [run_onnx(ref_model, feeds) for feeds in feeds_list]

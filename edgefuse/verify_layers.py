@@ -172,7 +172,9 @@ def compare_layers(
     FP32 candidate as written; True emulates FP16 storage of every float tensor of an FP32
     candidate too (ATC's default force_fp16); False runs it as written on ONNX Runtime.
     """
-    emulate = has_fp16(candidate) if emulate_fp16 is None else emulate_fp16
+    declared = has_fp16(candidate)
+    emulate = declared if emulate_fp16 is None else emulate_fp16
+    force = None if not emulate else not declared  # declared FP16 tensors only, or all
     ref_types, cand_types = tensor_types(reference), tensor_types(candidate)
     ref_graph_inputs = {v.name for v in reference.graph.input}
     producers = _producers(candidate)
@@ -185,7 +187,7 @@ def compare_layers(
     ]
     names = [name for _, name, _ in matched]
     ref_values = run_onnx(with_outputs(reference, names), feeds)
-    runnable = fp16_storage_model(candidate) if emulate else candidate
+    runnable = fp16_storage_model(candidate, force_fp16=force) if emulate else candidate
     iso_plan = _IsolatedPlan(candidate, ref_values, feeds, cand_types, producers, names)
     cand_values = run_onnx(
         with_outputs(runnable, names + sorted(iso_plan.needs_candidate)),
@@ -193,7 +195,7 @@ def compare_layers(
     )
     iso_values: dict[str, np.ndarray] = {}
     if isolated and names:
-        iso_values = iso_plan.run(cand_values, emulate)
+        iso_values = iso_plan.run(cand_values, emulate, force)
     rows = []
     for position, (_, name, node) in enumerate(matched):
         ref, cand = ref_values[name], cand_values[name]
@@ -313,7 +315,9 @@ class _IsolatedPlan:
             name, seen = producer.input[0], seen + 1
         return name
 
-    def run(self, cand_values: Mapping[str, np.ndarray], emulate: bool) -> dict[str, np.ndarray]:
+    def run(
+        self, cand_values: Mapping[str, np.ndarray], emulate: bool, force: bool | None
+    ) -> dict[str, np.ndarray]:
         graph = self.candidate.graph
         inputs, feeds = [], {}
         for iso_name, (source, kind) in self.inputs.items():
@@ -333,7 +337,7 @@ class _IsolatedPlan:
             ir_version=self.candidate.ir_version,
         )
         model.functions.extend(self.candidate.functions)
-        runnable = fp16_storage_model(model) if emulate else model
+        runnable = fp16_storage_model(model, force_fp16=force) if emulate else model
         results = run_onnx(runnable, coerce_feeds(runnable, feeds))
         return {name.removeprefix("iso::"): value for name, value in results.items()}
 

@@ -61,23 +61,31 @@ def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def fp16_storage_model(
-    model: onnx.ModelProto, *, keep_fp32: Collection[str] = ()
+    model: onnx.ModelProto, *, keep_fp32: Collection[str] = (), force_fp16: bool | None = None
 ) -> onnx.ModelProto:
     """An FP32 model computing what ``model`` computes when its FP16 tensors are stored in FP16.
 
+    ``force_fp16``: True rounds every float tensor of an FP32 model (but ``keep_fp32`` nodes'
+    outputs), False rounds only the tensors ``model`` declares FP16 (a quantized model whose
+    nodes all stayed FP32 runs unchanged), None picks False when ``model`` holds FP16 tensors.
     Tensor names are unchanged: the rounded value carries the original name (the raw op output is
     renamed ``<name>.unrounded``), so a tensor can be read from the emulated model by its name.
     """
     types = tensor_types(model)
+    declared = FLOAT16 in types.values()
+    if force_fp16 and declared:
+        raise ValueError("force_fp16 applies to FP32 models; this one already holds FP16 tensors")
     emulated = onnx.ModelProto()
     emulated.CopyFrom(model)
     graph = emulated.graph
     names = set(types) | {n.name for n in graph.node}
-    if FLOAT16 in types.values():
-        rounded = _fp16_model_to_fp32(graph, types)
+    keep = set(keep_fp32)
+    if declared or force_fp16 is False:
+        rounded, read_rounded = _fp16_model_to_fp32(graph, types), set()
     else:
-        rounded = _round_fp32_model(graph, types, set(keep_fp32), names)
-    _insert_rounding(graph, rounded, names)
+        rounded = _round_fp32_model(graph, types, keep, names)
+        read_rounded = _kept_outputs_read_by_fp16(graph, types, keep)
+    _insert_rounding(graph, rounded, names, read_rounded=read_rounded, keep=keep)
     del graph.value_info[:]
     return emulated
 
@@ -114,7 +122,7 @@ def _round_fp32_model(
     for node in graph.node:
         for name in node.input:
             kept_readers[name] = kept_readers.get(name, False) or node.name in keep
-    for index, init in enumerate(graph.initializer):
+    for index, init in enumerate(list(graph.initializer)):  # the FP32 copies appended stay
         if init.data_type != FLOAT:
             continue
         array = numpy_helper.to_array(init)
@@ -136,7 +144,27 @@ def _round_fp32_model(
     return rounded_names - {init.name for init in graph.initializer}
 
 
-def _insert_rounding(graph: onnx.GraphProto, rounded: set[str], names: set[str]) -> None:
+def _kept_outputs_read_by_fp16(
+    graph: onnx.GraphProto, types: Mapping[str, int], keep: set[str]
+) -> set[str]:
+    """FP32 outputs of kept nodes that a non-kept (FP16) node reads: it reads them rounded."""
+    kept_outputs = {
+        o for node in graph.node if node.name in keep for o in node.output
+        if o and types.get(o) == FLOAT
+    }
+    return {i for node in graph.node if node.name not in keep for i in node.input
+            if i in kept_outputs}
+
+
+def _insert_rounding(
+    graph: onnx.GraphProto,
+    rounded: set[str],
+    names: set[str],
+    *,
+    read_rounded: set[str],
+    keep: set[str],
+) -> None:
+    """Round ``rounded`` tensors in place, and ``read_rounded`` ones for non-kept readers only."""
     def unique(name: str) -> str:
         candidate, counter = name, 1
         while candidate in names:
@@ -159,14 +187,20 @@ def _insert_rounding(graph: onnx.GraphProto, rounded: set[str], names: set[str])
             target = unique(f"{value.name}.rounded")
             input_renames[value.name] = target
             nodes += pair(value.name, target)
+    reader_renames: dict[str, str] = {}
     for node in graph.node:
         node.input[:] = [input_renames.get(i, i) for i in node.input]
+        if node.name not in keep:
+            node.input[:] = [reader_renames.get(i, i) for i in node.input]
         nodes.append(node)
         for position, output in enumerate(node.output):
             if output in rounded:
                 raw = unique(f"{output}.unrounded")
                 node.output[position] = raw
                 nodes += pair(raw, output)
+            elif output in read_rounded:
+                reader_renames[output] = unique(f"{output}.rounded")
+                nodes += pair(output, reader_renames[output])
     del graph.node[:]
     graph.node.extend(nodes)
 
@@ -200,8 +234,12 @@ def run_fp16_storage(
     feeds: Mapping[str, np.ndarray],
     *,
     keep_fp32: Collection[str] = (),
+    force_fp16: bool | None = None,
     extra_outputs: Sequence[str] = (),
 ) -> dict[str, np.ndarray]:
-    """Run ``model`` on the host with FP16 storage emulated; outputs (and extras) by name."""
-    emulated = with_outputs(fp16_storage_model(model, keep_fp32=keep_fp32), extra_outputs)
+    """Run ``model`` on the host with FP16 storage emulated (``fp16_storage_model``); outputs
+    (and ``extra_outputs``) by name."""
+    emulated = with_outputs(
+        fp16_storage_model(model, keep_fp32=keep_fp32, force_fp16=force_fp16), extra_outputs
+    )
     return run_onnx(emulated, coerce_feeds(emulated, feeds))

@@ -85,6 +85,8 @@ def convert_fp16(
     """Convert ``model`` in place; nodes named in ``keep`` (and those whose constants do not fit
     FP16) stay FP32."""
     ir_passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
+    if any(v.dtype is None for node in model.graph for v in node.outputs if v is not None):
+        ir_passes.ShapeInferencePass()(model)  # the plan needs every value's dtype
     opset = model.opset_imports.get("", 17)
     graph = model.graph
     casts_before = _count_casts(graph)
