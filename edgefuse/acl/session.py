@@ -291,7 +291,9 @@ class AclSession(Session):
         acl = self._acl
         with self._lock:
             self._context.make_current(acl)
-            arrays = [np.ascontiguousarray(feeds[s.name]) for s in self.inputs]
+            # With validation off a wrong dtype would copy the wrong bytes; converting is free
+            # when the dtype is already right.
+            arrays = [np.ascontiguousarray(feeds[s.name], dtype=s.dtype) for s in self.inputs]
             real_batch = self._set_gear(self.gears, arrays) if self.gears else None
             for binding, array in zip(self._data_inputs, arrays, strict=True):
                 if array.nbytes > binding.size:
