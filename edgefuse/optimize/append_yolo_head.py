@@ -98,7 +98,8 @@ def append_yolo_head(
     )
     head.name = "yolo_head"
     graph.node.extend(nodes + [head])
-    _replace_output(graph, output, head, outputs, options.keep_predictions)
+    head_input = (shape[0], channels, shape[1] if layout == "yolov5" else shape[2])
+    _replace_output(graph, output, head, head_input, outputs, options.keep_predictions)
     if not any(entry.domain == "edgefuse" for entry in result.opset_import):
         result.opset_import.append(onnx.helper.make_opsetid("edgefuse", YOLO_HEAD.version))
     return attach_functions(result)
@@ -169,11 +170,10 @@ def _fresh(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _replace_output(graph, output, head, names, keep_predictions: bool) -> None:
+def _replace_output(graph, output, head, head_input, names, keep_predictions: bool) -> None:
     elem_type = output.type.tensor_type.elem_type
     shapes = YOLO_HEAD.infer_shapes(
-        [tuple(d.dim_value or d.dim_param or None for d in output.type.tensor_type.shape.dim)],
-        **{a.name: onnx.helper.get_attribute_value(a) for a in head.attribute},
+        [head_input], **{a.name: onnx.helper.get_attribute_value(a) for a in head.attribute}
     )
     int32 = onnx.TensorProto.INT32
     types = (elem_type, elem_type, int32, int32)
