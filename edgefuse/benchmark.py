@@ -159,9 +159,9 @@ def bench(
         if compare_onnxruntime:
             _add(runners, unavailable, "onnxruntime", lambda: _raw_onnxruntime(source, session,
                                                                                feeds))
-        if torch_model is not None:
-            _add(runners, unavailable, "pytorch-eager",
-                 lambda: _torch_eager(torch_model, session, feeds))
+        if torch_model is not None:  # asked for by name: a bad source is the user's error
+            name, runner = _torch_eager(torch_model, session, feeds)
+            runners[name] = runner
         results = _measure(runners, warmup=warmup, iterations=iterations, seconds=seconds,
                            rounds=rounds, batch=effective_batch, progress=progress)
         return BenchReport(
@@ -174,6 +174,7 @@ def bench(
 
 def _add(runners: dict[str, Callable[[], Any]], unavailable: dict[str, str], kind: str,
          make: Callable[[], tuple[str, Callable[[], Any]]]) -> None:
+    """Add a comparison nobody asked for by name; when it cannot be set up, say why instead."""
     try:
         name, runner = make()
     except (ImportError, OSError, RuntimeError, ValueError) as exc:

@@ -11,9 +11,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from edgefuse.benchmark import Progress, latency_stats
+from edgefuse.benchmark import Progress, bench, latency_stats
 from edgefuse.cli import main as cli_main
 from edgefuse.errors import InputError
+from edgefuse.fallback.ort_session import OrtSession
 from edgefuse.runtime import TensorSpec
 from edgefuse.session_inputs import load_input, parse_input_args, random_inputs
 from tests.unit.runtime.models import conv_net, save, two_input_model
@@ -72,17 +73,30 @@ def test_bench_writes_json_with_every_runner(model, tmp_path, capsys):
     assert "edgefuse/cpu" in capsys.readouterr().out
 
 
-def test_bench_compares_with_pytorch_eager(model, tmp_path):
+@pytest.mark.torch
+def test_bench_compares_with_pytorch_eager(model):
     torch = pytest.importorskip("torch")
-    program = torch.export.export(torch.nn.Conv2d(3, 4, 3), (torch.zeros(1, 3, 8, 8),))
-    torch.export.save(program, str(tmp_path / "conv.pt2"))
-    report = tmp_path / "bench.json"
-    code = cli_main.main(["bench", str(model), "--backend", "cpu", "--iterations", "5",
-                          "--warmup", "0", "--torch", str(tmp_path / "conv.pt2"),
-                          "--no-onnxruntime", "--json", str(report)])
-    assert code == 0
-    assert set(json.loads(report.read_text())["results"]) == {"edgefuse/cpu",
-                                                              "pytorch-eager/cpu"}
+    report = bench(model, "cpu", iterations=5, warmup=0, compare_onnxruntime=False,
+                   torch_model=torch.nn.Conv2d(3, 4, 3).eval())
+    assert set(report.results) == {"edgefuse/cpu", "pytorch-eager/cpu"}
+    assert report.unavailable == {}
+    assert "x edgefuse's p50" in report.render()
+
+
+def test_an_unknown_torch_source_is_the_users_error(model):
+    pytest.importorskip("torch")
+    with pytest.raises(InputError, match="unknown model 'no-such-model'"):
+        bench(model, "cpu", iterations=2, warmup=0, torch_model="no-such-model")
+
+
+def test_an_om_alone_has_no_onnxruntime_to_compare_with(tmp_path, monkeypatch):
+    from edgefuse.runtime import ModelSource
+
+    source = ModelSource("only.om", None, None, None)
+    monkeypatch.setattr("edgefuse.benchmark.open_session",
+                        lambda *a, **k: OrtSession(conv_net(), "cpu", validate=False))
+    report = bench(source, "cpu", iterations=2, warmup=0)
+    assert "OM only" in report.unavailable["onnxruntime"]
 
 
 def test_bench_batch_fills_a_dynamic_batch(tmp_path):
