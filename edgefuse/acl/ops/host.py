@@ -65,7 +65,16 @@ def attach_functions_ir(model: ir.Model) -> bool:
                 )
                 changed = True
     if model.opset_imports.get("", 0) < FUNCTION_OPSET:
+        source = model.opset_imports.get("", 0)
         onnxscript.version_converter.convert_version(model, FUNCTION_OPSET, fallback=True)
+        if model.opset_imports.get("", 0) < FUNCTION_OPSET:  # the converter only warns
+            raise InputError(
+                f"the model (opset {source}) could not be converted to opset {FUNCTION_OPSET}, "
+                f"which the decompositions of its {DOMAIN} ops need",
+                hint=f"convert it first: onnx.version_converter.convert_version(model, "
+                f"{FUNCTION_OPSET}), and check the error it reports",
+                reference="opset-conversion-failed",
+            )
         changed = True
     if model.opset_imports.get(DOMAIN) is None:
         model.opset_imports[DOMAIN] = next(iter(specs.values())).version
