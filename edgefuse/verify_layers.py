@@ -86,8 +86,8 @@ class LayerReport:
     @property
     def first_break(self) -> LayerRow | None:
         """The first layer in graph order whose accumulated cosine is below the alarm."""
-        return next((r for r in self.rows if r.accumulated.cosine < self.alarm_cosine
-                     or not np.isfinite(r.accumulated.cosine)), None)
+        return next((r for r in self.rows if not r.accumulated.cosine >= self.alarm_cosine),
+                    None)
 
     def worst(self) -> list[LayerRow]:
         return [r for r in self.rows if "worst" in r.flags]
@@ -227,7 +227,7 @@ def _flag(rows: list[LayerRow], alarm: float, worst: int) -> None:
             row.isolated is not None and not np.isfinite(row.isolated.max_abs_error)
         ):
             row.flags.append("non-finite")
-        if row.isolated is not None and row.isolated.cosine < alarm:
+        if row.isolated is not None and not row.isolated.cosine >= alarm:  # NaN breaks too
             row.flags.append("breaks")
         if row.partial:
             row.flags.append("partial")
@@ -237,7 +237,8 @@ def _flag(rows: list[LayerRow], alarm: float, worst: int) -> None:
         return np.inf if not np.isfinite(metrics.rel_l2_error) else metrics.rel_l2_error
 
     # Plain FP16 rounding gives every layer a similar error; "worst" marks layers clearly above it.
-    typical = float(np.median([badness(r) for r in rows])) if rows else 0.0
+    finite = [badness(r) for r in rows if np.isfinite(badness(r))]
+    typical = float(np.median(finite)) if finite else 0.0
     ranked = sorted(rows, key=badness, reverse=True)[:worst]
     for row in ranked:
         if badness(row) > _WORST_FACTOR * typical:

@@ -116,10 +116,12 @@ def quantize(
     search = None
     keep = set(decisions)
     if auto:
-        ranked = rank_candidates(_layer_rows(fp32_proto, keep, keep_io_types, feeds[0]),
-                                 eligible={n.name for n in fp32.graph} - keep)
+        eligible = {n.name for n in fp32.graph} - keep
         search = search_keep_set(
-            ranked, keep, lambda k: evaluate(k)[:2],
+            lambda: rank_candidates(
+                _layer_rows(fp32_proto, keep, keep_io_types, feeds[0]), eligible
+            ),
+            keep, lambda k: evaluate(k)[:2],
             max_evaluations=max_evaluations, budget_s=budget_s,
         )
         decisions.update(search.kept)

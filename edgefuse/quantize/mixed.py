@@ -1,6 +1,7 @@
 """Automatic mixed precision: a small set of nodes to keep FP32 so that every output meets the gate.
 
 How (bounded, deterministic):
+0. Evaluate the forced set (policy, user list, overflowing activations) alone; if it passes, stop.
 1. Rank the FP16-eligible nodes by their *isolated* error (each layer of the all-FP16 model fed
    the FP32 model's inputs, FP16 storage emulated; non-finite first). Isolated error is the
    layer's own contribution, so the ranking is not polluted by upstream error.
@@ -76,22 +77,23 @@ class _Budget(Exception):
 
 
 def search_keep_set(
-    ranked: Sequence[Candidate],
+    rank: Callable[[], Sequence[Candidate]],
     forced: set[str],
     evaluate: Callable[[set[str]], Evaluation],
     *,
     max_evaluations: int = 40,
     budget_s: float = 600.0,
 ) -> SearchResult:
-    """Find a short prefix of ``ranked`` (plus ``forced``) that passes ``evaluate``, then prune it.
+    """Find a short prefix of ``rank()`` (plus ``forced``) that passes ``evaluate``, then prune.
 
-    ``forced`` nodes (policy, user, overflow) are always kept and never pruned.
+    ``forced`` nodes (policy, user, overflow) are always kept and never pruned. ``rank`` is called
+    only when ``forced`` alone fails the gate (ranking costs a per-layer analysis).
     """
     start = time.perf_counter()
     steps: list[SearchStep] = []
     seen: dict[frozenset[str], Evaluation] = {}
-    order = [c for c in ranked if c.node not in forced]
-    by_name = {c.node: c for c in order}
+    order: list[Candidate] = []
+    by_name: dict[str, Candidate] = {}
 
     def run(extra: Sequence[str], action: str) -> bool:
         key = frozenset(extra)
@@ -107,6 +109,8 @@ def search_keep_set(
     stopped_by = None
     try:
         if not run([], "policy only"):
+            order.extend(c for c in rank() if c.node not in forced)
+            by_name.update((c.node, c) for c in order)
             count = _gallop(order, run)
             if count is not None:
                 _prune([c.node for c in order[:count]], by_name, run)
