@@ -43,6 +43,23 @@ def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
     return model
 
 
+def load_model(
+    source: str | os.PathLike[str] | onnx.ModelProto, *, copy: bool = True
+) -> onnx.ModelProto:
+    """A model from a path (checked like ``load_onnx``) or a ModelProto (copied unless told not to).
+
+    Why the copy: the stages rewrite what they load, and a caller's ModelProto must come back
+    exactly as it was handed in.
+    """
+    if not isinstance(source, onnx.ModelProto):
+        return load_onnx(source)
+    if not copy:
+        return source
+    duplicate = onnx.ModelProto()
+    duplicate.CopyFrom(source)
+    return duplicate
+
+
 def check_domains(model: onnx.ModelProto, *, where: str = "the model") -> None:
     """Refuse ops from domains no later stage can run, naming the nodes that use them.
 

@@ -10,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from edgefuse._files import check_output_path, save_onnx, write_text
+from edgefuse.convert.onnx_load import load_model
 from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
 from edgefuse.optimize.report import RewriteReport
 
@@ -39,7 +40,7 @@ def optimize(
     for path in (output, report_path):
         if path is not None:
             check_output_path(path)
-    proto = _load(model)
+    proto = load_model(model)
     ir_model = ir.serde.deserialize_model(proto)
     _initializers_out_of_inputs(ir_model)
     report = run_pipeline(ir_model, pipeline, rules)
@@ -50,16 +51,6 @@ def optimize(
     if report_path is not None:
         write_text(report_path, report.dumps())
     return OptimizeResult(result, report)
-
-
-def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        return copy
-    from edgefuse.convert.onnx_load import load_onnx  # noqa: PLC0415 - convert imports torch lazily
-
-    return load_onnx(model)
 
 
 def _initializers_out_of_inputs(model: ir.Model) -> None:
