@@ -20,7 +20,9 @@ Semantics (the numpy reference is the definition):
 - per class, ONNX ``NonMaxSuppression`` semantics with ``center_point_box = 1``: candidates are
   scores ``> score_threshold``, taken by descending score (ties: lower box index first), a box is
   dropped when its IoU with a kept box of its class is ``> iou_threshold``, at most
-  ``max_per_class`` per class (0: ``max_detections``);
+  ``max_per_class`` per class (0: ``max_detections``); ONNX leaves the order of equal scores
+  open, ONNX Runtime's CPU kernel takes the lower index (the ``BoxInfo`` comparator of
+  onnxruntime/core/providers/cpu/object_detection/non_max_suppression.cc) and the tests pin it;
 - the kept boxes of all classes are ranked by score, ties by lower box index then lower class
   index, and the first ``max_detections`` are returned.
 
