@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 import onnxscript.optimizer
@@ -32,7 +33,34 @@ class FoldConstants(GraphPass):
     description = "evaluate nodes whose inputs are constant, or depend only on dtype/static shape"
 
     def __call__(self, model: ir.Model) -> bool:
-        return onnxscript.optimizer.fold_constants(model, onnx_shape_inference=True).modified
+        return onnxscript.optimizer.fold_constants(
+            model,
+            onnx_shape_inference=True,
+            input_size_limit=_FOLD_SIZE_LIMIT,
+            output_size_limit=_FOLD_SIZE_LIMIT,
+            should_fold=_fold_small_constant_of_shape,
+        ).modified
+
+
+# onnxscript's default input limit (8192 elements) leaves detection heads' anchor grids (an
+# 80x80x2 grid is 12800) as Expand/Reshape/Sub chains evaluated on every run; 256 Ki elements
+# (1 MiB of float32) folds them while keeping genuinely large computed tensors out of the file.
+_FOLD_SIZE_LIMIT = 512 * 512
+
+
+# onnxscript never folds ConstantOfShape, to keep big zero-filled tensors out of the file. Small
+# ones are what the TorchScript exporter builds pad widths and grid shapes from (F.pad, YOLO
+# anchors); folding those lets the Shape/Slice/Concat chains behind them fold away too.
+_SMALL_CONSTANT_OF_SHAPE = 1024
+
+
+def _fold_small_constant_of_shape(node: ir.Node) -> bool | None:
+    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx"):
+        return None
+    shape = node.inputs[0].const_value if node.inputs and node.inputs[0] is not None else None
+    if shape is None:
+        return None
+    return True if int(np.prod(shape.numpy())) <= _SMALL_CONSTANT_OF_SHAPE else None
 
 
 class EliminateIdentities(GraphPass):
