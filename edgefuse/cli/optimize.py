@@ -21,7 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="input ONNX file")
     parser.add_argument("-o", "--output", required=True, help="where to write the optimized ONNX")
     parser.add_argument("--report", metavar="R.json", help="also write the report as JSON")
-    parser.add_argument("--target", default="cpu", help=f"one of {', '.join(HOST_TARGETS)}")
+    parser.add_argument(
+        "--target",
+        default="cpu",
+        help=f"{', '.join(HOST_TARGETS)}, or an Ascend soc such as Ascend310B4 (adds its rules)",
+    )
     parser.add_argument("--only", type=_ids, metavar="IDS", help="comma-separated rule ids to run")
     parser.add_argument("--skip", type=_ids, metavar="IDS", help="comma-separated rule ids to skip")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from edgefuse.optimize.rules import ALL_RULES
+from edgefuse.optimize.rules import ALL_RULES, ASCEND_RULES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,8 +13,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     del args
-    width = max(len(rule.id) for rule in ALL_RULES)
-    for rule in ALL_RULES:
-        exact = "" if rule.exact else "  (inexact)"
-        print(f"{rule.id:<{width}}  {rule.description}{exact}")
+    width = max(len(rule.id) for rule in ALL_RULES + ASCEND_RULES)
+    for title, rules in (("every target", ALL_RULES), ("Ascend targets only", ASCEND_RULES)):
+        print(f"{title}:")
+        for rule in rules:
+            exact = "" if rule.exact else "  (inexact)"
+            print(f"  {rule.id:<{width}}  {rule.description}{exact}")
     return 0

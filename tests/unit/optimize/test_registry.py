@@ -68,9 +68,13 @@ def test_bn_folds_come_before_bn_to_affine():
         assert order.index(fold) < order.index("bn-to-affine")
 
 
-def test_rules_cli_lists_every_rule(capsys):
+def test_rules_cli_lists_every_rule_under_its_targets(capsys):
     assert main(["rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == [rule.id for rule in ALL_RULES]
-    for line, rule in zip(lines, ALL_RULES, strict=True):
-        assert rule.description in line
+    split = lines.index("Ascend targets only:")
+    assert lines[0] == "every target:"
+    host, ascend = lines[1:split], lines[split + 1 :]
+    for listed, rules in ((host, ALL_RULES), (ascend, ASCEND_RULES)):
+        assert [line.split()[0] for line in listed] == [rule.id for rule in rules]
+        for line, rule in zip(listed, rules, strict=True):
+            assert rule.description in line
