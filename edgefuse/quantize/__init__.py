@@ -244,13 +244,17 @@ def _misfit_constants(model: onnx.ModelProto) -> dict[str, tuple[str, str, list[
     for node in model.graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(f"{node.op_type} '{node.name}'")
+    tensors = [(init.name, init) for init in model.graph.initializer]
+    tensors += [(node.output[0], attribute.t) for node in model.graph.node
+                if node.op_type == "Constant" for attribute in node.attribute
+                if attribute.name == "value"]
     found = {}
-    for init in model.graph.initializer:
-        if init.data_type != onnx.TensorProto.FLOAT:
+    for name, tensor in tensors:
+        if tensor.data_type != onnx.TensorProto.FLOAT:
             continue
-        problem = fp16_misfit(onnx.numpy_helper.to_array(init))
+        problem = fp16_misfit(onnx.numpy_helper.to_array(tensor))
         if problem is not None:
-            found[init.name] = (*problem, readers.get(init.name, []))
+            found[name] = (*problem, readers.get(name, []))
     return found
 
 

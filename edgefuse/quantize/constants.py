@@ -23,32 +23,34 @@ SMALL_TENSOR = 16
 
 def fp16_misfit(array: np.ndarray) -> tuple[str, str] | None:
     """None if ``array`` converts to FP16 harmlessly, else (cause id, explanation)."""
-    values = np.asarray(array, dtype=np.float64)
+    values = np.asarray(array, dtype=np.float32).reshape(-1)
     if values.size == 0:
         return None
-    finite = values[np.isfinite(values)]
-    if finite.size and np.max(np.abs(finite)) > FP16_MAX:
-        return (
-            "constant-overflow",
-            f"max |x| = {np.max(np.abs(finite)):.4g} exceeds the FP16 maximum {FP16_MAX:g}",
-        )
-    rounded = values.astype(np.float16).astype(np.float64)
-    flushed = (values != 0) & (rounded == 0) & np.isfinite(values)
-    if flushed.any() and values.size <= SMALL_TENSOR:
-        smallest = np.min(np.abs(values[flushed]))
-        return (
-            "constant-underflow",
-            f"{int(flushed.sum())} nonzero value(s) (smallest |x| = {smallest:.3g}) flush to "
-            "zero in FP16",
-        )
-    both = np.isfinite(values)
-    norm = np.linalg.norm(values[both])
+    finite = np.isfinite(values)
+    if not finite.all():
+        values = values[finite]  # inf/nan stay inf/nan in FP16: nothing is lost
+        if values.size == 0:
+            return None
+    peak = float(np.max(np.abs(values)))
+    if peak > FP16_MAX:
+        return "constant-overflow", f"max |x| = {peak:.4g} exceeds the FP16 maximum {FP16_MAX:g}"
+    rounded = values.astype(np.float16).astype(np.float32)
+    if values.size <= SMALL_TENSOR:
+        flushed = (values != 0) & (rounded == 0)
+        if flushed.any():
+            smallest = float(np.min(np.abs(values[flushed])))
+            return (
+                "constant-underflow",
+                f"{int(flushed.sum())} nonzero value(s) (smallest |x| = {smallest:.3g}) flush to "
+                "zero in FP16",
+            )
+    norm = float(np.linalg.norm(values))
     if norm > 0:
-        rel_l2 = float(np.linalg.norm(rounded[both] - values[both]) / norm)
+        rel_l2 = float(np.linalg.norm(rounded - values)) / norm
         if rel_l2 > MAX_REL_L2:
             return (
                 "constant-underflow",
                 f"FP16 rounding changes it by {rel_l2:.2g} (relative L2): its values lie in "
-                f"FP16's subnormal range (median |x| = {np.median(np.abs(values[both])):.3g})",
+                f"FP16's subnormal range (median |x| = {np.median(np.abs(values)):.3g})",
             )
     return None
