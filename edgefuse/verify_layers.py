@@ -4,7 +4,8 @@ accumulated and isolated, so that the first layer that breaks is obvious.
 Why both views (rknn-toolkit2's accuracy_analysis "entire"/"single", msit compare's ``-single``):
 the *accumulated* error (the candidate fed its own upstream results) is what the outputs see, but
 it grows along the graph and hides where it started; the *isolated* error (each candidate layer fed
-the reference's inputs) is that layer's own contribution. A layer whose isolated error is large is
+the reference's inputs, rounded to FP16 where the candidate stores them in FP16, since that is what
+an FP16 layer reads) is that layer's own contribution. A layer whose isolated error is large is
 a culprit; one whose accumulated error is large but isolated small is a victim.
 
 Tensors are matched by name: edgefuse's optimizer and FP16 converter keep the names of the values
