@@ -111,8 +111,6 @@ POLICY: tuple[PolicyRule, ...] = (
     ),
 )
 
-POLICY_BY_ID = {rule.id: rule for rule in POLICY}
-
 # Inputs that stay float32 inside an otherwise FP16 node: (op type) -> {input index: why}.
 PINNED_FP32_INPUTS: dict[str, dict[int, str]] = {
     "Resize": {
