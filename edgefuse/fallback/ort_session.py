@@ -84,8 +84,19 @@ def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
 
     Custom ``edgefuse`` ops ship as model-local functions (their decompositions into standard
     ops): ATC keeps the node for its custom-op package, host backends run the decomposition.
-    A custom-domain node without a function is an error: no host backend could run it.
+    When every custom op is one edgefuse declares (``edgefuse.acl.ops``), its declared
+    decomposition is used, with the node's default attributes written out (``onnx.inliner``
+    does not substitute them); other custom ops must carry their own function. A custom-domain
+    node without a decomposition is an error: no host backend could run it.
     """
+    custom = {node.op_type for node in _nodes(model.graph) if node.domain == CUSTOM_DOMAIN}
+    if custom:
+        from edgefuse.acl.ops.registry import OPS_BY_NAME
+
+        if custom <= OPS_BY_NAME.keys():
+            from edgefuse.acl.ops.host import inline_custom_ops
+
+            model = inline_custom_ops(model)
     defined = {(f.domain, f.name) for f in model.functions}
     missing = sorted({
         f"{node.domain}::{node.op_type}" for node in _nodes(model.graph)

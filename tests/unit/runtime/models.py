@@ -115,6 +115,21 @@ def hardswish_function_model(with_function: bool = True) -> onnx.ModelProto:
     )
 
 
+def swish_model(alpha: float | None = None) -> onnx.ModelProto:
+    """One ``edgefuse::Swish`` node (an op edgefuse declares) and no function in the model."""
+    attributes = {} if alpha is None else {"alpha": alpha}
+    graph = oh.make_graph(
+        [oh.make_node("Swish", ["x"], ["y"], domain="edgefuse", **attributes)],
+        "swish",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+    )
+    return oh.make_model(
+        graph, opset_imports=[oh.make_opsetid("", OPSET), oh.make_opsetid("edgefuse", 1)],
+        ir_version=IR_VERSION,
+    )
+
+
 def hardswish_reference(x: np.ndarray) -> np.ndarray:
     return x * np.clip(x + 3, 0, 6) / 6 - np.maximum(x, 0)
 

@@ -20,6 +20,7 @@ from tests.unit.runtime.models import (
     hardswish_function_model,
     hardswish_reference,
     save,
+    swish_model,
     two_input_model,
     uint8_model,
 )
@@ -82,6 +83,15 @@ def test_custom_op_function_is_inlined_from_a_file(tmp_path):
     x = np.linspace(-5, 5, 10, dtype=np.float32).reshape(2, 5)
     with runtime.open_session(path, backends="cpu") as session:
         np.testing.assert_allclose(session.run({"x": x})["y"], hardswish_reference(x),
+                                   rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [None, 1.7])
+def test_declared_custom_op_runs_through_its_declared_decomposition(alpha):
+    x = np.linspace(-4, 4, 10, dtype=np.float32).reshape(2, 5)
+    slope = 1.0 if alpha is None else alpha  # the default must be written out before inlining
+    with OrtSession(swish_model(alpha), "cpu") as session:
+        np.testing.assert_allclose(session.run({"x": x})["y"], x / (1 + np.exp(-slope * x)),
                                    rtol=1e-6, atol=1e-6)
 
 
