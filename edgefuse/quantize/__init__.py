@@ -19,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from edgefuse._files import save_onnx, write_text
+from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import InputError
 from edgefuse.feeds import FeedSet, FeedSource, feed_set
 from edgefuse.optimize import optimize
@@ -81,7 +82,7 @@ def quantize(
     if max_evaluations < 1 or budget_s <= 0:
         raise InputError("the search needs at least one evaluation and a positive time budget",
                          reference="bad-search-budget")
-    original = _load(model)
+    original = load_model(model)
     check_float32_model(ir.serde.deserialize_model(original))
     items = _keep_items(keep_fp32)
     feeds = feed_set(original, inputs, seed=seed, samples=samples,
@@ -171,16 +172,6 @@ def quantize(
     if report_path is not None:
         write_text(report_path, report.dumps())
     return QuantizeResult(result, report)
-
-
-def _load(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        return copy
-    from edgefuse.convert.onnx_load import load_onnx  # noqa: PLC0415 - convert imports torch lazily
-
-    return load_onnx(model)
 
 
 def _keep_items(keep_fp32: str | Sequence[str]) -> list[str]:
