@@ -316,9 +316,17 @@ def _open(name: str, source: ModelSource, options: dict[str, Any]) -> Session:
         from edgefuse.acl.session import AclSession
 
         return AclSession(source.om, manifest=source.manifest, **mine)
+    from edgefuse.fallback.aipp_frames import AippFrameSession, wants_frames
     from edgefuse.fallback.ort_session import OrtSession
 
-    return OrtSession(source.onnx, provider=name, **mine)
+    session = OrtSession(source.onnx, provider=name, **mine)
+    if not wants_frames(source.manifest):
+        return session
+    try:  # the board's OM takes camera frames (AIPP): so does the host session
+        return AippFrameSession(session, source.manifest, validate=mine.get("validate", True))
+    except BaseException:
+        session.close()
+        raise
 
 
 def _check_backend_names(names: Iterable[str]) -> None:

@@ -12,6 +12,9 @@ import onnx
 import onnx.helper as oh
 from onnx import TensorProto, numpy_helper
 
+from edgefuse.acl.aipp import AippSpec
+from edgefuse.manifest import BuildManifest, TensorEntry, write_manifest
+
 OPSET = 17
 IR_VERSION = 10
 
@@ -137,3 +140,26 @@ def hardswish_reference(x: np.ndarray) -> np.ndarray:
 def save(model: onnx.ModelProto, path: Path) -> Path:
     onnx.save(model, str(path))
     return path
+
+
+def aipp_build(tmp_path: Path, *, om: bool = False):
+    """A BUILD_DIR whose OM takes 12x10 BGR frames (static AIPP) for ``conv_net``."""
+    spec = AippSpec.from_dict({"input_format": "BGR888", "source_size": [10, 12],
+                               "crop": [1, 2, 8, 8], "mean": [123.675, 116.28, 103.53],
+                               "std": [58.395, 57.12, 57.375]})
+    build = tmp_path / "aipp"
+    build.mkdir()
+    save(conv_net(), build / "model.onnx")
+    if om:
+        (build / "model.om").write_bytes(b"om")
+    write_manifest(build, BuildManifest(
+        model="model.onnx", om="model.om" if om else None, soc="Ascend310B4",
+        edgefuse_version="0.1.0",
+        inputs=(TensorEntry("x", (1, 12, 10, 3), "uint8", "NHWC"),),
+        outputs=(TensorEntry("logits", (1, 5), "float32"),
+                 TensorEntry("features", (1, 4), "float32")),
+        preprocess={"kind": "aipp", "config": "aipp.cfg", "input": "x", "related_input_rank": 0,
+                    "spec": spec.to_dict(), "frame": {"shape": [12, 10, 3], "dtype": "uint8"},
+                    "model_input": {"layout": "NCHW", "shape": [1, 3, 8, 8]}},
+    ))
+    return build, spec

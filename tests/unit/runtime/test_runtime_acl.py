@@ -18,8 +18,8 @@ from edgefuse.acl._codes import AclError
 from edgefuse.acl._resources import RUNTIME
 from edgefuse.acl.session import AclSession
 from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError
-from edgefuse.manifest import BuildManifest, TensorEntry, write_manifest
-from tests.unit.runtime.models import conv_net, save
+from edgefuse.manifest import BuildManifest, TensorEntry, read_manifest, write_manifest
+from tests.unit.runtime.models import aipp_build, conv_net, save
 
 F32, F16, U8 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8)
 
@@ -141,6 +141,20 @@ def test_open_session_on_a_build_dir_picks_acl(standin, tmp_path):
     with open_session(tmp_path) as session:
         assert session.backend == "acl" and session.skipped == {}
         np.testing.assert_array_equal(session.run({"x": _x()})["y"], _x() * 2)
+
+
+def test_an_aipp_build_takes_the_same_frames_on_the_board_and_the_host(standin, tmp_path):
+    build, _ = aipp_build(tmp_path, om=True)
+    om = FakeOm(inputs=[FakeTensor("x", (1, 12, 10, 3), U8)],
+                outputs=[FakeTensor("logits", (1, 5), F32), FakeTensor("features", (1, 4), F32)],
+                compute=lambda f: [np.zeros((1, 5)), np.zeros((1, 4))])
+    standin.register_model(build / "model.om", om)
+    write_manifest(build, read_manifest(build, check_files=False))  # the OM's digest
+    frame = np.zeros((1, 12, 10, 3), np.uint8)
+    with open_session(build) as board, open_session(build, backends="cpu") as host:
+        assert board.backend == "acl" and host.backend == "cpu"
+        assert board.inputs == host.inputs
+        assert board.run({"x": frame}).keys() == host.run({"x": frame}).keys()
 
 
 def test_fp16_and_uint8_io(standin, tmp_path):

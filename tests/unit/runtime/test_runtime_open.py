@@ -14,7 +14,7 @@ import pytest
 from edgefuse import open_session, runtime
 from edgefuse.errors import BackendUnavailableError, InputError
 from edgefuse.manifest import BuildManifest, TensorEntry, write_manifest
-from tests.unit.runtime.models import conv_net, save
+from tests.unit.runtime.models import aipp_build, conv_net, save
 
 
 @pytest.fixture(autouse=True)
@@ -150,3 +150,16 @@ def test_missing_path_is_an_input_error(tmp_path):
 def test_probe_without_a_model_describes_the_machine(no_acl):
     assert runtime.probe("cpu").ok
     assert not runtime.probe("acl").ok
+
+
+def test_host_session_of_an_aipp_build_takes_the_boards_frames(tmp_path):
+    build, spec = aipp_build(tmp_path)
+    frame = np.random.default_rng(0).integers(0, 256, (1, 12, 10, 3), dtype=np.uint8)
+    with open_session(build, backends="cpu") as session:
+        assert [s.describe() for s in session.inputs] == ["x: uint8[1,12,10,3]"]
+        got = session.run({"x": frame})
+        with pytest.raises(InputError, match=r"expects uint8\[1,12,10,3\], got float32"):
+            session.run({"x": np.zeros((1, 3, 8, 8), np.float32)})
+    raw = ort.InferenceSession(str(build / "model.onnx"), providers=["CPUExecutionProvider"])
+    expected = raw.run(None, {"x": spec.emulate(frame[0])})
+    assert got["logits"].tobytes() == expected[0].tobytes()
