@@ -7,7 +7,7 @@ import pytest
 
 from edgefuse.acl._atc_codes import KNOWN_CODES, find_diagnostics
 from edgefuse.acl.atc_runner import AtcError, cann_version, find_atc, run_atc
-from tests.unit.acl.models import FAKES, hide_atc, put_fake_atc_on_path
+from tests.unit.ascend.models import FAKES, hide_atc, put_fake_atc_on_path
 
 ARGV = ["atc", "--framework=5", "--model=model.onnx", "--output=model",
         "--soc_version=Ascend310B4", "--input_shape=x:1,3,8,8", "--log=error"]

@@ -14,7 +14,7 @@ from edgefuse.acl.aipp import AippSpec
 from edgefuse.cli import main as cli_main
 from edgefuse.manifest import read_manifest
 from edgefuse.verify import random_feeds, run_onnx
-from tests.unit.acl.models import conv_relu, hide_atc, make_model, node, put_fake_atc_on_path
+from tests.unit.ascend.models import conv_relu, hide_atc, make_model, node, put_fake_atc_on_path
 
 SOC = "Ascend310B4"
 

@@ -5,7 +5,7 @@ import onnx
 import pytest
 
 from edgefuse.acl.opsupport import PREDICATES, check_model, format_ranges, load_table, parse_ranges
-from tests.unit.acl.models import conv_relu, make_model, node
+from tests.unit.ascend.models import conv_relu, make_model, node
 
 
 def _nms_model(inputs, *, constant=True, max_boxes=10):

@@ -7,7 +7,7 @@ import pytest
 
 from edgefuse.acl.precision import KeepFp32, plan_precision, read_keep_fp32
 from edgefuse.errors import InputError
-from tests.unit.acl.models import make_model, node
+from tests.unit.ascend.models import make_model, node
 
 
 def _model():

@@ -9,7 +9,7 @@ from edgefuse.acl._downgrade import DowngradeError, downgrade
 from edgefuse.acl.prepare import make_gears, prepare_for_atc
 from edgefuse.errors import InputError
 from edgefuse.verify import random_feeds, run_onnx
-from tests.unit.acl.models import conv_relu, make_model, node
+from tests.unit.ascend.models import conv_relu, make_model, node
 
 
 def _same_outputs(a, b, shapes=None):

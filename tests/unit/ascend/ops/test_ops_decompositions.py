@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from acl.ops.ops_testing import run_decomposition
+from ascend.ops.ops_testing import run_decomposition
 from edgefuse.acl.ops.depthwise_conv.spec import DEPTHWISE_CONV
 from edgefuse.acl.ops.swish.spec import SWISH
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD

@@ -12,7 +12,7 @@ import onnx
 import onnx.helper as oh
 import pytest
 
-from acl.ops.ops_testing import run_ort
+from ascend.ops.ops_testing import run_ort
 from edgefuse.acl.ops.host import attach_functions, inline_custom_ops
 from edgefuse.acl.ops.swish.spec import SWISH
 from edgefuse.errors import InputError

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from optimize.graphs import assert_fired, assert_refused, make_model, node, op_types, random
 
-from acl.ops.ops_testing import run_ort
+from ascend.ops.ops_testing import run_ort
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
 from edgefuse.errors import InputError
 from edgefuse.optimize import optimize

@@ -13,7 +13,7 @@ import importlib.util
 
 import pytest
 
-from acl.ops import fake_tbe
+from ascend.ops import fake_tbe
 from edgefuse.acl.ops.depthwise_conv.spec import DEPTHWISE_CONV
 from edgefuse.acl.ops.swish.spec import SWISH
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
