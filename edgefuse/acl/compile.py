@@ -32,6 +32,7 @@ from edgefuse._files import save_onnx
 from edgefuse.acl.aipp import AippSpec
 from edgefuse.acl.atc_options import AtcOptions
 from edgefuse.acl.atc_runner import AtcError, cann_version, find_atc, run_atc
+from edgefuse.acl.ops.registry import ALL_OPS
 from edgefuse.acl.opsupport import OpSupportReport, check_model
 from edgefuse.acl.precision import KEEP_DTYPE_FILE, MIXLIST_FILE, KeepFp32, plan_precision
 from edgefuse.acl.prepare import (
@@ -88,14 +89,16 @@ def compile_model(
     require_atc: bool = False,
     atc_timeout: float = DEFAULT_ATC_TIMEOUT_S,
     opset: int = DEFAULT_TARGET_OPSET,
-    plugins: Collection[str] = (),
+    plugins: Collection[str] | None = None,
     overwrite: bool = False,
     echo: Callable[[str], None] | None = None,
 ) -> BuildResult:
     """Write BUILD_DIR for ``soc`` (None: detect it with ``npu-smi info``) and run ATC if here.
 
     ``require_atc`` turns a missing ``atc`` into an error before anything is written;
-    ``plugins`` are the ``OriginOpType`` strings of registered custom-op parser plugins;
+    ``plugins`` are the ``OriginOpType`` strings of registered custom-op parser plugins; None
+    means edgefuse's own custom ops (``edgefuse ops build`` makes their package), so a model the
+    Ascend optimizer rewrote compiles as it is;
     ``echo`` receives ATC's output line by line while it runs.
     """
     soc_name = _resolve_soc(soc)
@@ -109,6 +112,8 @@ def compile_model(
     out = Path(output_dir)
     _check_output_dir(out, overwrite)
     model = load_onnx(onnx_path)
+    if plugins is None:
+        plugins = edgefuse_plugins()
     gears = make_gears(model, dynamic_batch=dynamic_batch, dynamic_image_size=dynamic_image_size)
     prepared = prepare_for_atc(model, target_opset=opset, gears=gears, plugins=plugins)
     report = check_model(prepared.model, target=soc_name, plugins=plugins, gear_dims=gears.dims)
@@ -166,8 +171,12 @@ def compile_model(
                 raise exc.relocated(kept_log) from None
             om_name = result.om_path.name
             files += [om_name, LOG_FILE]
-            atc_info.update(ran=True, log=LOG_FILE, seconds=round(result.seconds, 3),
-                            success_marker_seen=result.success_marker_seen)
+            atc_info.update(
+                ran=True,
+                log=LOG_FILE,
+                seconds=round(result.seconds, 3),
+                success_marker_seen=result.success_marker_seen,
+            )
         manifest = BuildManifest(
             model=MODEL_FILE,
             inputs=_input_entries(prepared.model, aipp),
@@ -229,6 +238,15 @@ def _resolve_soc(soc: str | None) -> str:
     return detected
 
 
+def edgefuse_plugins() -> tuple[str, ...]:
+    """Parser registrations of the edgefuse ops: ``edgefuse::1::Swish``, ``ai.onnx::11::Swish``.
+
+    With these, prepare moves the custom nodes into the default domain (as mmdeploy does), since
+    ATC refuses default-domain nodes in a model that imports a second domain (E16005).
+    """
+    return tuple(origin for spec in ALL_OPS for origin in spec.origin_op_types())
+
+
 def _check_output_dir(out: Path, overwrite: bool) -> None:
     if not out.parent.is_dir():
         raise InputError(
@@ -245,8 +263,9 @@ def _check_output_dir(out: Path, overwrite: bool) -> None:
 
 
 def _unsupported(report: OpSupportReport, soc: str) -> UnsupportedOpsError:
-    listing = [f"{subject}: [{finding.check}] {finding.message}"
-               for subject, finding in report.errors]
+    listing = [
+        f"{subject}: [{finding.check}] {finding.message}" for subject, finding in report.errors
+    ]
     return UnsupportedOpsError(
         f"{len(report.errors)} problem(s) that ATC's ONNX parser will refuse for {soc}",
         context="\n".join(listing),

@@ -35,6 +35,10 @@ import numpy as np
 import onnx
 
 from edgefuse.acl._downgrade import DowngradeError, downgrade
+from edgefuse.acl.ops._spec import DOMAIN as CUSTOM_DOMAIN
+from edgefuse.acl.ops._spec import DOMAIN_VERSION
+from edgefuse.acl.ops.host import inline_custom_ops
+from edgefuse.acl.ops.registry import OPS_BY_NAME
 from edgefuse.acl.opsupport import DEFAULT_DOMAINS, load_table, opset_imports
 from edgefuse.convert.onnx_load import graph_input_names
 from edgefuse.errors import InputError, ModelLoadError
@@ -113,10 +117,7 @@ def make_gears(
         )
     dims = {name: (2, 3) for name in four_d}
     gears = tuple(
-        {
-            name: ((*shape[:2], h, w) if name in four_d else shape)
-            for name, shape in shapes.items()
-        }
+        {name: ((*shape[:2], h, w) if name in four_d else shape) for name, shape in shapes.items()}
         for h, w in dynamic_image_size or ()
     )
     return Gears(dims, gears)
@@ -200,7 +201,8 @@ def _normalize_domains(
         )
     used = {node.domain for node in _nodes(model.graph)} | {""}
     kept = [
-        entry for entry in model.opset_import
+        entry
+        for entry in model.opset_import
         if ("" if entry.domain in DEFAULT_DOMAINS else entry.domain) in used
     ]
     dropped = [entry.domain for entry in model.opset_import if entry not in kept]
@@ -309,6 +311,7 @@ def _check_parity(
             return {"checked": False, "reason": "dynamic input dimensions without gears"}
         shapes = dict(gears.shapes[0])
     feeds = _feeds(original, shapes)
+    original, prepared = host_runnable(original), host_runnable(prepared)
     try:
         expected = run_onnx(original, feeds)
     except _ort_errors() as exc:  # recorded in the manifest, and logged
@@ -353,9 +356,35 @@ def _check_parity(
     }
 
 
+def host_runnable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its edgefuse custom ops spelled as their ONNX decompositions, for ORT.
+
+    ATC gets the custom nodes (its parser plugins claim them, in the default domain after
+    prepare); the host checks run what those nodes compute, so the parity gate also covers a
+    model the Ascend optimizer rewrote.
+    """
+    custom = [
+        node
+        for node in model.graph.node
+        if node.domain == CUSTOM_DOMAIN
+        or (node.domain in ("", "ai.onnx") and node.op_type in OPS_BY_NAME)
+    ]
+    if not custom:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in copy.graph.node:
+        if node.domain in ("", "ai.onnx") and node.op_type in OPS_BY_NAME:
+            node.domain = CUSTOM_DOMAIN
+    if all(entry.domain != CUSTOM_DOMAIN for entry in copy.opset_import):
+        copy.opset_import.append(onnx.helper.make_opsetid(CUSTOM_DOMAIN, DOMAIN_VERSION))
+    return inline_custom_ops(copy)
+
+
 def _check_gears_run(prepared: onnx.ModelProto, gears: Gears) -> None:
     """Every gear shape must run on ONNX Runtime: a batch or size baked into the graph fails here,
     on the host, instead of as a wrong OM on the board."""
+    prepared = host_runnable(prepared)
     for shapes in gears.shapes:
         feeds = _feeds(prepared, shapes)
         try:
@@ -380,6 +409,7 @@ def _ort_errors() -> tuple[type[BaseException], ...]:
     from onnxruntime.capi import onnxruntime_pybind11_state as state  # noqa: PLC0415
 
     return tuple(
-        value for value in vars(state).values()
+        value
+        for value in vars(state).values()
         if isinstance(value, type) and issubclass(value, Exception)
     )

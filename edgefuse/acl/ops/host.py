@@ -64,6 +64,16 @@ def attach_functions_ir(model: ir.Model) -> bool:
                     name, list(value) if isinstance(value, tuple) else value
                 )
                 changed = True
+    # Functions attached at another opset (the model was down-converted for ATC since) would
+    # stop the version converter's inliner; they are rebuilt from the specs below.
+    stale = [
+        key
+        for key, function in model.functions.items()
+        if key[0] == DOMAIN and function.opset_imports.get("") != model.opset_imports.get("")
+    ]
+    for key in stale:
+        del model.functions[key]
+        changed = True
     if model.opset_imports.get("", 0) < FUNCTION_OPSET:
         source = model.opset_imports.get("", 0)
         onnxscript.version_converter.convert_version(model, FUNCTION_OPSET, fallback=True)
