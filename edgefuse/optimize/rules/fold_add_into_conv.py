@@ -7,17 +7,13 @@ from __future__ import annotations
 
 from onnxscript.rewriter import MatchResult
 
-from edgefuse.optimize.rule import (
-    Rule,
-    constant_array,
-    float_dtype,
-    make_constant,
-    require_constants,
-    require_folded_operand,
-    require_unshared,
+from edgefuse.optimize.rule import Rule, constant_array, make_constant
+from edgefuse.optimize.rules._after_conv import (
+    check_constant_after_conv,
+    conv_bias,
+    output_channel_vector,
 )
 from edgefuse.optimize.rules._batchnorm import per_channel_bias
-from edgefuse.optimize.rules._channelwise import channel_vector
 
 
 class FoldAddIntoConv(Rule):
@@ -29,27 +25,14 @@ class FoldAddIntoConv(Rule):
         return op.Add(op.Conv(x, w, _allow_other_inputs=True, _outputs=["conv_out"]), c)
 
     def check(self, context, x, w, c, conv_out) -> MatchResult:
-        result = MatchResult()
-        if require_folded_operand(result, "addend", c) is None:
-            return result
-        conv = conv_out.producer()
-        bias = conv.inputs[2] if len(conv.inputs) > 2 else None
-        if not float_dtype(result, w):
-            return result
-        arrays = require_constants(result, W=w, B=bias, addend=c)
-        if not arrays:
-            return result
-        if not require_unshared(result, (conv, context.root), B=bias):
-            return result
-        channel_vector(result, arrays["addend"], arrays["W"].ndim, arrays["W"].shape[0])
-        return result
+        # Only the bias is rewritten: the weights stay shared, untouched.
+        return check_constant_after_conv(context, w, c, conv_out, "addend", ("B",))
 
     def rewrite(self, op, x, w, c, conv_out):
         conv = conv_out.producer()
         weights = w.const_value.numpy()
-        addend = channel_vector(MatchResult(), constant_array(c), weights.ndim, weights.shape[0])
-        bias_value = conv.inputs[2] if len(conv.inputs) > 2 else None
-        new_b = per_channel_bias(constant_array(bias_value), weights.shape[0]) + addend
+        bias = per_channel_bias(constant_array(conv_bias(conv)), weights.shape[0])
+        new_b = bias + output_channel_vector(w, c)
         return op.Conv(
             x,
             w,
