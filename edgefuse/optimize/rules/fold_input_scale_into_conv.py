@@ -11,22 +11,8 @@ from __future__ import annotations
 import numpy as np
 from onnxscript.rewriter import MatchResult
 
-from edgefuse.optimize.rule import (
-    Rule,
-    constant_array,
-    data_and_constant,
-    float_dtype,
-    make_constant,
-    require_constants,
-    require_folded_operand,
-    require_unshared,
-)
-from edgefuse.optimize.rules._channelwise import channel_vector
-from edgefuse.optimize.rules._conv_input import (
-    input_channels,
-    keeps_conv_input_shape,
-    per_weight_input_channel,
-)
+from edgefuse.optimize.rule import Rule, data_and_constant, make_constant
+from edgefuse.optimize.rules._conv_input import check_constant_before_conv, input_channel_factors
 
 
 class FoldInputScaleIntoConv(Rule):
@@ -37,33 +23,13 @@ class FoldInputScaleIntoConv(Rule):
         return op.Conv(op.Mul(a, b), w, _allow_other_inputs=True, _outputs=["conv_out"])
 
     def check(self, context, a, b, w, conv_out) -> MatchResult:
-        result = MatchResult()
-        x, c = data_and_constant(a, b)
-        if require_folded_operand(result, "multiplier", c) is None:
-            return result
-        conv = conv_out.producer()
-        if not float_dtype(result, w):
-            return result
-        arrays = require_constants(result, W=w, multiplier=c)
-        if not arrays:
-            return result
-        if not require_unshared(result, context.nodes, W=w):
-            return result
-        weights = arrays["W"]
-        channels = input_channels(conv, weights.shape)
-        if channel_vector(result, arrays["multiplier"], weights.ndim, channels) is None:
-            return result
-        keeps_conv_input_shape(result, x, weights.ndim, channels)
-        return result
+        return check_constant_before_conv(context, a, b, w, conv_out, "multiplier", ("W",))
 
     def rewrite(self, op, a, b, w, conv_out):
         x, c = data_and_constant(a, b)
         conv = conv_out.producer()
         weights = w.const_value.numpy()
-        vector = channel_vector(
-            MatchResult(), constant_array(c), weights.ndim, input_channels(conv, weights.shape)
-        )
-        factor = per_weight_input_channel(vector, conv, weights.shape)
+        factor = input_channel_factors(w, c, conv)
         factor = factor.reshape(factor.shape + (1,) * (weights.ndim - 2))
         new_w = (weights.astype(np.float64) * factor).astype(weights.dtype)
         return op.Conv(
