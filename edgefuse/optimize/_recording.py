@@ -16,6 +16,7 @@ import itertools
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, MatchStatus, RewriteRule
 
+from edgefuse.acl.ops._spec import DOMAIN
 from edgefuse.optimize.report import RuleStats
 from edgefuse.optimize.rule import NOT_APPLICABLE
 
@@ -60,6 +61,10 @@ class RecordingRule(RewriteRule):
 
     def try_rewrite(self, model, graph_or_function, node, *, verbose=None, tracer=None):
         del tracer  # the caller's tracer would disable rewriting; ours only observes
+        if isinstance(graph_or_function, ir.Function) and graph_or_function.domain == DOMAIN:
+            # The decomposition of an edgefuse custom op defines that op: rewriting its body
+            # (x * sigmoid(alpha * x) inside Swish) into the op itself would make it recursive.
+            return None
         delta = super().try_rewrite(
             model, graph_or_function, node, verbose=verbose, tracer=self._observer
         )
