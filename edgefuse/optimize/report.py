@@ -101,7 +101,10 @@ class RewriteReport:
         for op in sorted(set(self.ops_before) | set(self.ops_after)):
             before, after = self.ops_before.get(op, 0), self.ops_after.get(op, 0)
             lines.append(f"{op:<28}{before:>8}{after:>8}")
-        lines += ["", f"{'rule':<32}{'matched':>8}{'applied':>8}{'rejected':>9}  why not"]
+        if not any(stats.matched for stats in self.rules.values()):
+            lines += ["", "no rule matched: nothing left to fold or fuse"]
+        else:
+            lines += ["", f"{'rule':<32}{'matched':>8}{'applied':>8}{'rejected':>9}  why not"]
         for stats in self.rules.values():
             if stats.matched == 0:
                 continue

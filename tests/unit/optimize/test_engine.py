@@ -315,3 +315,9 @@ def test_an_ir3_model_lists_its_initializers_as_inputs_and_still_folds():
     assert [i.name for i in result.model.graph.input] == ["x"]
     assert result.model.ir_version == 4
     assert_same_outputs(model, result.model)
+
+
+def test_render_says_so_when_no_rule_matched():
+    text = optimize_only(conv_bn(), "fold-bn-into-gemm").report.render()
+    assert "no rule matched: nothing left to fold or fuse" in text
+    assert "why not" not in text
