@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+MODELS_DIR = RESULTS / "models"
 
 
 @dataclasses.dataclass
@@ -82,3 +84,15 @@ def interleaved(configs: list[Config], *, reps: int, runs: int, threads: int = 2
             for name, value in this_rep.items():
                 results[name].ratios.append(value / baseline)
     return results
+
+
+def export_catalogue_model(name: str, variant: str) -> Path:
+    """The catalogue model ``name`` converted by edgefuse (its default exporter), saved once."""
+    from edgefuse.convert import convert
+    from edgefuse.models import get_entry
+
+    entry = get_entry(name)
+    path = MODELS_DIR / f"{name}.{variant}.fp32.onnx"
+    MODELS_DIR.mkdir(parents=True, exist_ok=True)
+    convert(entry.build(variant), inputs=entry.shapes(variant)[0], output=path)
+    return path

@@ -71,8 +71,8 @@ def main() -> None:
         start = time.perf_counter()
         run()
         times.append((time.perf_counter() - start) * 1e3)
-    print(json.dumps({"median_ms": float(np.median(times)), "p90_ms": float(np.percentile(times, 90)),
-                      "runs": args.runs}))
+    print(json.dumps({"median_ms": float(np.median(times)),
+                      "p90_ms": float(np.percentile(times, 90)), "runs": args.runs}))
 
 
 if __name__ == "__main__":

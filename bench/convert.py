@@ -26,14 +26,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from bench._harness import ROOT, Config, interleaved
+from bench._harness import MODELS_DIR, RESULTS, ROOT, Config, interleaved
 from edgefuse.convert import convert
 from edgefuse.convert.input_spec import parse_input_spec
 from edgefuse.convert.torch_export import build_from_factory
 from edgefuse.verify import run_onnx
 
-RESULTS = ROOT / "bench" / "results"
-MODELS_DIR = RESULTS / "models"
 BASELINE = "torchscript-17"
 
 

@@ -27,12 +27,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from bench._harness import ROOT, Config, interleaved
+from bench._harness import MODELS_DIR, RESULTS, ROOT, Config, interleaved
 from edgefuse.optimize import optimize
 from edgefuse.verify import compare_arrays, random_feeds, run_onnx
 
-RESULTS = ROOT / "bench" / "results"
-MODELS_DIR = RESULTS / "models"
 GRAPHS = ("ts", "dynraw")
 PEERS = ("onnxslim", "onnxsim", "onnxscript")
 
@@ -158,12 +156,14 @@ def render(results: dict) -> str:
     for name, model in results["models"].items():
         if "latency" not in model:
             continue
-        lines.append(f"\n{name}: ORT CPU latency, 2 threads (median ms; paired ratio vs ts:input:all)")
+        lines.append(f"\n{name}: ORT CPU latency, 2 threads "
+                     "(median ms; paired ratio vs ts:input:all)")
         for key, value in model["latency"].items():
             if value["error"]:
                 lines.append(f"  {key:<28} FAILED: {value['error']}")
             else:
-                lines.append(f"  {key:<28}{value['median_ms']:>9.1f} ms  x{value['paired_ratio']:.3f}"
+                lines.append(f"  {key:<28}{value['median_ms']:>9.1f} ms"
+                             f"  x{value['paired_ratio']:.3f}"
                              f"  [{value['ratio_min']:.2f}, {value['ratio_max']:.2f}]")
     return "\n".join(lines)
 

@@ -25,21 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._harness import ROOT
-
-RESULTS = ROOT / "bench" / "results"
-MODELS_DIR = RESULTS / "models"
-
-
-def export(name: str, variant: str) -> Path:
-    from edgefuse.convert import convert
-    from edgefuse.models import get_entry
-
-    entry = get_entry(name)
-    shape = entry.tiny_input_shape if variant == "tiny" else entry.input_shape
-    path = MODELS_DIR / f"{name}.{variant}.fp32.onnx"
-    convert(entry.build(variant), inputs=shape, output=path)
-    return path
+from bench._harness import MODELS_DIR, RESULTS, ROOT, export_catalogue_model
 
 
 def quantize_in_fresh_process(source: Path, target: Path, report: Path) -> tuple[float, int]:
@@ -119,7 +105,7 @@ def main() -> None:
     for name in [n for n in args.models.split(",") if n]:
         print(f"[{name}] export, quantize, score", flush=True)
         try:
-            source = export(name, args.variant)
+            source = export_catalogue_model(name, args.variant)
             target = MODELS_DIR / f"{name}.{args.variant}.fp16.onnx"
             report_path = MODELS_DIR / f"{name}.{args.variant}.fp16.json"
             seconds, code = quantize_in_fresh_process(source, target, report_path)

@@ -37,12 +37,10 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 
-from bench._harness import ROOT, Config, interleaved
+from bench._harness import MODELS_DIR, RESULTS, ROOT, Config, interleaved
 from edgefuse.runtime import open_session
 from edgefuse.session_inputs import random_inputs
 
-RESULTS = ROOT / "bench" / "results"
-MODELS_DIR = RESULTS / "models"
 THREADS = 2
 GATES = {"resnet50_overhead_pct": 3.0, "tiny_overhead_us": 30.0, "resnet50_speedup": 1.8}
 

@@ -15,7 +15,7 @@ by node name. The caller (prepare.py) still proves the result on ONNX Runtime.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 import onnx
@@ -62,6 +62,8 @@ _INPUT_TO_ATTRIBUTE: dict[tuple[str, int], str] = {
     },
 }
 
+_OPAQUE_DOMAIN = "edgefuse.opaque"  # where the checker sees the caller's ``opaque`` nodes
+
 _LAST_AXIS_ONLY = ("Softmax", "LogSoftmax", "Hardmax")  # coerce-to-2D semantics before 13
 
 
@@ -69,8 +71,15 @@ class DowngradeError(Exception):
     """A node that has no equivalent at the target opset, with the reason."""
 
 
-def downgrade(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
-    """A copy of ``model`` at default-domain opset ``target`` (lower than its own), or raise."""
+def downgrade(
+    model: onnx.ModelProto, target: int, *, opaque: Collection[str] = ()
+) -> onnx.ModelProto:
+    """A copy of ``model`` at default-domain opset ``target`` (lower than its own), or raise.
+
+    ``opaque``: default-domain op types ONNX does not define that the caller vouches for at
+    every opset (ATC parser plugins registered across opsets, e.g. edgefuse's Swish); they are
+    left as they are, and the checker sees them in a domain of their own.
+    """
     source = next(e.version for e in model.opset_import if e.domain in ("", "ai.onnx"))
     if target >= source:
         raise ValueError(f"downgrade needs a lower opset than {source}, got {target}")
@@ -79,17 +88,31 @@ def downgrade(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     shapes = _shapes(result.graph)
     new_initializers: list[onnx.TensorProto] = []
     for node in _default_domain_nodes(result.graph):
-        _downgrade_node(node, source, target, constants, shapes, new_initializers)
+        if node.op_type not in opaque:
+            _downgrade_node(node, source, target, constants, shapes, new_initializers)
     result.graph.initializer.extend(new_initializers)
     for entry in result.opset_import:
         if entry.domain in ("", "ai.onnx"):
             entry.version = target
     del result.graph.value_info[:]
     try:
-        onnx.checker.check_model(result, full_check=True)
+        onnx.checker.check_model(_opaque_set_apart(result, opaque), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise DowngradeError(f"the model at opset {target} is not valid: {exc}") from exc
     return result
+
+
+def _opaque_set_apart(model: onnx.ModelProto, opaque: Collection[str]) -> onnx.ModelProto:
+    """A copy whose ``opaque`` nodes sit in a domain of their own, which the checker passes."""
+    if not opaque:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in _default_domain_nodes(copy.graph):
+        if node.op_type in opaque:
+            node.domain = _OPAQUE_DOMAIN
+    copy.opset_import.append(helper.make_opsetid(_OPAQUE_DOMAIN, 1))
+    return copy
 
 
 def _downgrade_node(
@@ -142,7 +165,7 @@ def _downgrade_node(
         value = value.decode() if isinstance(value, bytes) else value
         keeps_meaning = allowed is _ANY or value == allowed or (
             allowed == "ones" and all(v == 1 for v in value)
-        )
+        ) or _allowzero_without_zeros(node, attr.name, constants)
         if not keeps_meaning:
             raise DowngradeError(f"{label} sets {attr.name}={value!r}, which opset {target} "
                                  "cannot express")
@@ -173,6 +196,14 @@ def _split_num_outputs(
     del node.input[1:]
     node.input.append(name)
     node.attribute.remove(next(a for a in node.attribute if a.name == "num_outputs"))
+
+
+def _allowzero_without_zeros(node: onnx.NodeProto, attr_name: str, constants) -> bool:
+    """Reshape's ``allowzero`` (14) only changes what a 0 in the shape means: none, no change."""
+    if (node.op_type, attr_name) != ("Reshape", "allowzero") or len(node.input) < 2:
+        return False
+    shape = constants.get(node.input[1])
+    return shape is not None and not (shape == 0).any()
 
 
 def _no_adapter(node: onnx.NodeProto, constants, new_initializers) -> None:

@@ -14,7 +14,9 @@ depending on how the file spells it. This step changes the spelling only:
   of the model. 11 by default, the opset Ascend's own samples export for 310/310B
   (Ascend/ModelZoo-PyTorch ACL_PyTorch/built-in/cv/Yolov5_for_Pytorch/README.md; reference
   ascend-toolchain.md §1.2). Up-conversion uses ``onnx.version_converter``; down-conversion
-  ``_downgrade`` (onnx's converter lacks most down-adapters).
+  ``_downgrade`` (onnx's converter lacks most down-adapters); nodes of a parser plugin (the
+  edgefuse ops register theirs at opsets 8-18) pass it unchanged, and the decompositions of moved
+  custom nodes are dropped, since a model-local function pins the opset it imports.
 
 Then the prepared model and the original run on ONNX Runtime CPU on the same seeded inputs and
 every output must reach cosine >= 0.99999 (``edgefuse.verify``); each gear shape must also run.
@@ -199,6 +201,7 @@ def _normalize_domains(
             "moved custom-domain nodes to the default domain, where CANN registers them: "
             + ", ".join(sorted(moved))
         )
+    _drop_uncalled_functions(model, changes)
     used = {node.domain for node in _nodes(model.graph)} | {""}
     kept = [
         entry
@@ -213,6 +216,27 @@ def _normalize_domains(
     for entry in model.opset_import:
         if entry.domain == "ai.onnx":
             entry.domain = ""
+
+
+def _drop_uncalled_functions(model: onnx.ModelProto, changes: list[str]) -> None:
+    """Model-local functions no node calls any more: the decompositions of the custom nodes just
+    moved to the default domain. Kept, they would pin the default domain's opset (a function
+    must import the model's version) and carry a domain the model no longer imports."""
+    called: set[tuple[str, str]] = set()
+    pending = [node for node in _nodes(model.graph)]
+    functions = {(f.domain, f.name): f for f in model.functions}
+    while pending:
+        node = pending.pop()
+        key = (node.domain, node.op_type)
+        if key in functions and key not in called:
+            called.add(key)
+            pending.extend(functions[key].node)
+    dropped = [f"{domain}::{name}" for domain, name in functions if (domain, name) not in called]
+    if dropped:
+        kept = [f for f in model.functions if (f.domain, f.name) in called]
+        del model.functions[:]
+        model.functions.extend(kept)
+        changes.append(f"dropped model-local functions no node calls: {', '.join(dropped)}")
 
 
 def _unregistered_at(model: onnx.ModelProto, opset: int, plugins: Collection[str]) -> list[str]:
@@ -244,7 +268,7 @@ def _choose_opset(
             candidate = model
         else:
             try:
-                candidate = _convert(model, current, opset)
+                candidate = _convert(model, current, opset, _plugin_op_types(model, plugins))
             except (DowngradeError, RuntimeError, onnx.checker.ValidationError) as exc:
                 logger.info("opset %d -> %d failed: %s", current, opset, exc)
                 blockers.append(f"{opset} ({exc})")
@@ -266,10 +290,36 @@ def _choose_opset(
     return model, current
 
 
-def _convert(model: onnx.ModelProto, current: int, opset: int) -> onnx.ModelProto:
+def _plugin_op_types(model: onnx.ModelProto, plugins: Collection[str]) -> set[str]:
+    """Default-domain op types of ``model`` that a plugin claims and its opset does not define.
+
+    The edgefuse ops register their parser plugins at every opset from 8 to 18, so a model
+    the Ascend optimizer rewrote converts like any other, these nodes unchanged. (ONNX defines
+    a ``Swish`` of its own from opset 24, beyond what ATC parses.)
+    """
+    claimed = {origin.rsplit("::", 1)[-1] for origin in plugins if origin.startswith("ai.onnx::")}
+    opset = opset_imports(model).get("", 0)
+    return {
+        node.op_type
+        for node in _nodes(model.graph)
+        if not node.domain and node.op_type in claimed and not _defined(node.op_type, opset)
+    }
+
+
+def _defined(op_type: str, opset: int) -> bool:
+    try:
+        onnx.defs.get_schema(op_type, opset)
+    except onnx.defs.SchemaError:
+        return False
+    return True
+
+
+def _convert(
+    model: onnx.ModelProto, current: int, opset: int, plugin_ops: Collection[str]
+) -> onnx.ModelProto:
     """Up with onnx's converter (it has the up-adapters), down with edgefuse's own."""
     if opset < current:
-        return downgrade(model, opset)
+        return downgrade(model, opset, opaque=plugin_ops)
     converted = onnx.version_converter.convert_version(model, opset)
     onnx.checker.check_model(converted)
     return converted

@@ -1,4 +1,4 @@
-"""The dispatcher's contract: verbs listed once, exit codes 0/1/2/3, no traceback for user errors."""
+"""The dispatcher's contract: verbs listed once, exit codes 0/1/2/3, no user-error traceback."""
 
 import importlib
 import pkgutil

@@ -99,13 +99,25 @@ def test_split_and_squeeze_inputs_become_attributes():
     _same_outputs(model, lowered)
 
 
+def _reshape(shape, allowzero):
+    return make_model([node("Reshape", ["x", "shape"], ["y"], name="reshape", allowzero=allowzero)],
+                      {"x": [2, 3]}, ["y"], {"shape": np.array(shape, np.int64)}, opset=14,
+                      check=False)
+
+
 def test_attributes_that_change_meaning_are_refused():
-    model = make_model([node("Reshape", ["x", "shape"], ["y"], name="reshape", allowzero=1)],
-                       {"x": [2, 3]}, ["y"], {"shape": np.array([3, 2], np.int64)}, opset=14)
-    with pytest.raises(DowngradeError, match="allowzero=1"):
-        downgrade(model, 13)
-    model.graph.node[0].attribute[0].i = 0
-    assert downgrade(model, 13).graph.node[0].attribute == []
+    # A 0 in the shape copies the input's dimension, unless allowzero=1: opset 13 cannot say that.
+    with pytest.raises(DowngradeError, match="'reshape' .* sets allowzero=1"):
+        downgrade(_reshape([0, 3], allowzero=1), 13)
+    assert downgrade(_reshape([0, 3], allowzero=0), 13).graph.node[0].attribute == []
+
+
+def test_allowzero_without_a_zero_in_a_constant_shape_is_dropped():
+    # The dynamo exporter writes allowzero=1 on every Reshape; without a 0 it changes nothing.
+    model = _reshape([3, 2], allowzero=1)
+    lowered = downgrade(model, 11)
+    assert lowered.graph.node[0].attribute == [] and _opset(lowered) == 11
+    _same_outputs(model, lowered)
 
 
 def test_mmdeploy_style_custom_domain_is_moved_to_the_registered_default_domain():
@@ -122,6 +134,42 @@ def test_mmdeploy_style_custom_domain_is_moved_to_the_registered_default_domain(
     assert any("dropped unused opset_import" in c for c in prepared.changes)
     assert prepared.parity["checked"] is False  # ONNX Runtime cannot run the mmdeploy op
     assert "cannot run the original" in prepared.parity["reason"]
+
+
+def test_a_model_with_edgefuse_swish_comes_down_to_11_like_any_other():
+    # The Swish plugin registers ai.onnx::8..18::Swish, so the node passes through the
+    # down-conversion as it is; its decomposition (a function that imports opset 18) goes.
+    from edgefuse.acl.compile import edgefuse_plugins  # noqa: PLC0415
+    from edgefuse.acl.ops.host import attach_functions  # noqa: PLC0415
+
+    rng = np.random.default_rng(1)
+    model = attach_functions(make_model(
+        [node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         node("Swish", ["c"], ["y"], name="swish", domain="edgefuse")],
+        {"x": [1, 3, 8, 8]}, ["y"], {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32)},
+        opset=18, extra_opsets={"edgefuse": 1}, check=False))
+    for size in (1, 4, 8, 8):  # as the optimizer writes it; ONNX's checker needs output shapes
+        model.graph.output[0].type.tensor_type.shape.dim.add().dim_value = size
+    assert [f.name for f in model.functions] == ["Swish"]
+
+    prepared = prepare_for_atc(model, plugins=edgefuse_plugins())
+
+    assert prepared.opset == 11 and [(e.domain, e.version) for e in prepared.model.opset_import] \
+        == [("", 11)]
+    assert [(n.op_type, n.domain) for n in prepared.model.graph.node] == [("Conv", ""),
+                                                                         ("Swish", "")]
+    assert not prepared.model.functions
+    assert "dropped model-local functions no node calls: edgefuse::Swish" in prepared.changes
+    assert prepared.parity["checked"] and prepared.parity["min_cosine"] >= 0.99999
+
+
+def test_without_its_plugin_a_custom_op_keeps_the_model_at_its_opset():
+    model = make_model([node("Relu", ["x"], ["r"], name="relu"),
+                        node("Swish", ["r"], ["y"], name="swish")],
+                       {"x": [1, 4]}, ["y"], opset=18, check=False)
+    prepared = prepare_for_atc(model)
+    assert prepared.opset == 18
+    assert "no opset from 11 to 18 has every op registered" in prepared.changes[-1]
 
 
 def test_batch_gears_relax_the_batch_and_every_gear_runs():
@@ -158,8 +206,8 @@ def test_image_size_gears_relax_h_and_w():
 def test_a_converter_that_changes_the_math_is_caught(monkeypatch):
     import edgefuse.acl.prepare as prepare_module
 
-    def wrong_downgrade(model, target):
-        changed = downgrade(model, target)
+    def wrong_downgrade(model, target, opaque=()):
+        changed = downgrade(model, target, opaque=opaque)
         relu = next(n for n in changed.graph.node if n.op_type == "Relu")
         relu.op_type = "Sigmoid"  # a mis-translation
         return changed

@@ -29,7 +29,8 @@ def test_cpu_session_is_bitwise_raw_onnxruntime(name):
     raw = ort.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
-    expected = dict(zip([o.name for o in raw.get_outputs()], raw.run(None, {"input": feed})))
+    expected = dict(zip([o.name for o in raw.get_outputs()], raw.run(None, {"input": feed}),
+                        strict=True))
 
     with edgefuse.open_session(model, backends=("cpu",), threads=1) as session:
         assert session.backend == "cpu"
