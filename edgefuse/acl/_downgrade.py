@@ -15,12 +15,14 @@ by node name. The caller (prepare.py) still proves the result on ONNX Runtime.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 
 import numpy as np
 import onnx
 import onnx.defs
 from onnx import helper, numpy_helper
+
+from edgefuse._graph_walk import all_nodes
 
 _ANY = object()  # the attribute may be dropped whatever its value
 
@@ -265,6 +267,10 @@ def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     return values
 
 
+def _default_domain_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    return (node for node in all_nodes(graph) if node.domain in ("", "ai.onnx"))
+
+
 def _shapes(graph: onnx.GraphProto) -> dict[str, list[int | None]]:
     """Inferred shapes by value name; an unknown dimension is None."""
     shapes = {}
@@ -277,15 +283,3 @@ def _shapes(graph: onnx.GraphProto) -> dict[str, list[int | None]]:
     for init in graph.initializer:
         shapes[init.name] = list(init.dims)
     return shapes
-
-
-def _default_domain_nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        if node.domain in ("", "ai.onnx"):
-            yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _default_domain_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _default_domain_nodes(sub)

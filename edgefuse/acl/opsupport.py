@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 import yaml
 
+from edgefuse._graph_walk import all_nodes
 from edgefuse.acl.soc import validate_soc
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -318,14 +319,14 @@ def check_model(
     ctx = _Context(_constants(model.graph))
     nodes = [
         _check_node(node, imports, table, ctx, short_name, frozenset(plugins))
-        for node in _all_nodes(model.graph)
+        for node in all_nodes(model.graph)
     ]
     model_findings: list[tuple[str, Finding]] = []
     if opset > table.max_opset:
         model_findings.append(("model", table.model_finding(
             "opset-beyond-parser", detail=f"opset {opset}, parser table up to {table.max_opset}"
         )))
-    uses_default = any(n.domain in DEFAULT_DOMAINS for n in _all_nodes(model.graph))
+    uses_default = any(n.domain in DEFAULT_DOMAINS for n in all_nodes(model.graph))
     if uses_default and len(imports) > 1:
         domains = ", ".join(repr(d) for d in imports)
         model_findings.append(("model", table.model_finding(
@@ -375,17 +376,6 @@ def _check_node(
         if PREDICATES[rid](node, ctx):
             result.findings.append(restriction.finding())
     return result
-
-
-def _all_nodes(graph: onnx.GraphProto) -> Iterable[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _all_nodes(sub)
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:

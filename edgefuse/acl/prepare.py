@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from edgefuse._graph_walk import all_nodes
+from edgefuse._ort import ort_errors
 from edgefuse.acl._downgrade import DowngradeError, downgrade
 from edgefuse.acl.ops._spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.acl.ops._spec import DOMAIN_VERSION
@@ -187,7 +189,7 @@ def _normalize_domains(
 ) -> None:
     table = load_table()
     moved: dict[str, str] = {}
-    for node in _nodes(model.graph):
+    for node in all_nodes(model.graph):
         if node.domain == "ai.onnx":
             node.domain = ""
         elif node.domain and (
@@ -202,7 +204,7 @@ def _normalize_domains(
             + ", ".join(sorted(moved))
         )
     _drop_uncalled_functions(model, changes)
-    used = {node.domain for node in _nodes(model.graph)} | {""}
+    used = {node.domain for node in all_nodes(model.graph)} | {""}
     kept = [
         entry
         for entry in model.opset_import
@@ -223,7 +225,7 @@ def _drop_uncalled_functions(model: onnx.ModelProto, changes: list[str]) -> None
     moved to the default domain. Kept, they would pin the default domain's opset (a function
     must import the model's version) and carry a domain the model no longer imports."""
     called: set[tuple[str, str]] = set()
-    pending = [node for node in _nodes(model.graph)]
+    pending = list(all_nodes(model.graph))
     functions = {(f.domain, f.name): f for f in model.functions}
     while pending:
         node = pending.pop()
@@ -243,7 +245,7 @@ def _unregistered_at(model: onnx.ModelProto, opset: int, plugins: Collection[str
     """Default-domain op types of ``model`` that the parser table lacks at ``opset``."""
     table = load_table()
     missing: dict[str, None] = {}
-    for node in _nodes(model.graph):
+    for node in all_nodes(model.graph):
         if node.domain:
             continue
         entry = table.ops.get(node.op_type)
@@ -301,7 +303,7 @@ def _plugin_op_types(model: onnx.ModelProto, plugins: Collection[str]) -> set[st
     opset = opset_imports(model).get("", 0)
     return {
         node.op_type
-        for node in _nodes(model.graph)
+        for node in all_nodes(model.graph)
         if not node.domain and node.op_type in claimed and not _defined(node.op_type, opset)
     }
 
@@ -323,17 +325,6 @@ def _convert(
     converted = onnx.version_converter.convert_version(model, opset)
     onnx.checker.check_model(converted)
     return converted
-
-
-def _nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _nodes(sub)
 
 
 # ---- verification -------------------------------------------------------------------------------
@@ -364,13 +355,13 @@ def _check_parity(
     original, prepared = host_runnable(original), host_runnable(prepared)
     try:
         expected = run_onnx(original, feeds)
-    except _ort_errors() as exc:  # recorded in the manifest, and logged
+    except ort_errors() as exc:  # recorded in the manifest, and logged
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         logger.warning("parity not checked: ONNX Runtime cannot run the original: %s", reason)
         return {"checked": False, "reason": f"ONNX Runtime cannot run the original: {reason}"}
     try:
         actual = run_onnx(prepared, feeds)
-    except _ort_errors() as exc:
+    except ort_errors() as exc:
         raise ModelLoadError(
             "the model prepared for ATC does not run on ONNX Runtime, the original does",
             context=str(exc).strip(),
@@ -439,7 +430,7 @@ def _check_gears_run(prepared: onnx.ModelProto, gears: Gears) -> None:
         feeds = _feeds(prepared, shapes)
         try:
             outputs = run_onnx(prepared, feeds)
-        except _ort_errors() as exc:
+        except ort_errors() as exc:
             raise InputError(
                 f"the model does not run at gear shape {dict(shapes)}",
                 context=str(exc).strip().splitlines()[0] if str(exc).strip() else None,
@@ -452,14 +443,3 @@ def _check_gears_run(prepared: onnx.ModelProto, gears: Gears) -> None:
                 f"the model gives non-finite outputs at gear shape {dict(shapes)}",
                 reference="gear-shape-fails",
             )
-
-
-def _ort_errors() -> tuple[type[BaseException], ...]:
-    """ONNX Runtime's exception classes (each derives from Exception directly, not one base)."""
-    from onnxruntime.capi import onnxruntime_pybind11_state as state  # noqa: PLC0415
-
-    return tuple(
-        value
-        for value in vars(state).values()
-        if isinstance(value, type) and issubclass(value, Exception)
-    )

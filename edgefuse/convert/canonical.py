@@ -29,6 +29,7 @@ from onnx_ir.passes.common import (
     RemoveUnusedNodesPass,
 )
 
+from edgefuse._ort import ort_errors
 from edgefuse.acl._downgrade import DowngradeError, downgrade
 from edgefuse.convert._respell import respell_for_opset
 from edgefuse.convert.onnx_load import check_domains, check_graph_inputs, check_input_shapes
@@ -115,19 +116,9 @@ def ort_load_error(model: onnx.ModelProto) -> str | None:
     options.log_severity_level = 3
     try:
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except _ort_errors() as exc:
+    except ort_errors() as exc:
         return str(exc)
     return None
-
-
-def _ort_errors() -> tuple[type[BaseException], ...]:
-    """ONNX Runtime's exception classes (they derive from Exception, not from one base)."""
-    from onnxruntime.capi import onnxruntime_pybind11_state as state  # noqa: PLC0415
-
-    return tuple(
-        value for value in vars(state).values()
-        if isinstance(value, type) and issubclass(value, Exception)
-    )
 
 
 def _check_input_model(model: onnx.ModelProto) -> None:
@@ -261,7 +252,7 @@ def _verify_conversion(
     feeds = random_feeds(before, seed=_PARITY_SEED)
     try:
         expected = run_onnx(before, feeds)
-    except _ort_errors() as exc:
+    except ort_errors() as exc:
         if target > current:
             logger.warning(
                 "opset %d -> %d upgrade not verified: ONNX Runtime cannot run the original (%s)",
@@ -276,7 +267,7 @@ def _verify_conversion(
         ) from exc
     try:
         actual = run_onnx(after, feeds)
-    except _ort_errors() as exc:
+    except ort_errors() as exc:
         raise ModelLoadError(
             f"the model converted from opset {current} to {target} does not run",
             context=str(exc).strip(),

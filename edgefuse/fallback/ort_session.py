@@ -20,7 +20,7 @@ sees the model, so the artifact that carries them for the board also runs here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import onnx
 import onnx.inliner
 
 from edgefuse._deps import require
+from edgefuse._graph_walk import all_nodes
 from edgefuse.errors import (
     BackendUnavailableError,
     InputError,
@@ -89,7 +90,7 @@ def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     does not substitute them); other custom ops must carry their own function. A custom-domain
     node without a decomposition is an error: no host backend could run it.
     """
-    custom = {node.op_type for node in _nodes(model.graph) if node.domain == CUSTOM_DOMAIN}
+    custom = {node.op_type for node in all_nodes(model.graph) if node.domain == CUSTOM_DOMAIN}
     if custom:
         from edgefuse.acl.ops.registry import OPS_BY_NAME
 
@@ -99,7 +100,7 @@ def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
             model = inline_custom_ops(model)
     defined = {(f.domain, f.name) for f in model.functions}
     missing = sorted({
-        f"{node.domain}::{node.op_type}" for node in _nodes(model.graph)
+        f"{node.domain}::{node.op_type}" for node in all_nodes(model.graph)
         if node.domain == CUSTOM_DOMAIN and (node.domain, node.op_type) not in defined
     })
     if missing:
@@ -112,22 +113,11 @@ def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     if not model.functions:
         return model
     inlined = onnx.inliner.inline_local_functions(model)
-    used = {node.domain for node in _nodes(inlined.graph)}
+    used = {node.domain for node in all_nodes(inlined.graph)}
     kept = [o for o in inlined.opset_import if o.domain in ("", "ai.onnx") or o.domain in used]
     del inlined.opset_import[:]
     inlined.opset_import.extend(kept)
     return inlined
-
-
-def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _nodes(attribute.g)
-            elif attribute.type == onnx.AttributeProto.GRAPHS:
-                for subgraph in attribute.graphs:
-                    yield from _nodes(subgraph)
 
 
 def session_options(
@@ -289,7 +279,7 @@ def _model_for_ort(model: str | os.PathLike[str] | onnx.ModelProto) -> str | byt
         header = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
         raise ModelLoadError(f"'{path}' is not an ONNX model: {exc}") from exc
-    if not header.functions and not any(n.domain == CUSTOM_DOMAIN for n in _nodes(header.graph)):
+    if not header.functions and not any(n.domain == CUSTOM_DOMAIN for n in all_nodes(header.graph)):
         return str(path)
     onnx.load_external_data_for_model(header, str(path.parent))
     return inline_local_functions(header).SerializeToString()
