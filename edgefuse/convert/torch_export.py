@@ -41,6 +41,7 @@ from typing import Any
 import onnx
 
 from edgefuse._deps import require_torch
+from edgefuse._quiet import quiet_logger
 from edgefuse.errors import InputError, ToolError
 
 EXPORTERS = ("auto", "dynamo", "torchscript")
@@ -283,10 +284,8 @@ def _quiet_export():
     captured = io.StringIO()
     # torch logs "torchvision is not installed. Skipping torchvision::nms" through a handler that
     # holds the real stderr; it concerns ops a vision model without torchvision cannot contain.
-    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = registration.level
-    registration.setLevel(logging.ERROR)
-    with warnings.catch_warnings(record=True) as caught:
+    with quiet_logger("torch.onnx._internal.exporter._registration"), \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
@@ -300,7 +299,6 @@ def _quiet_export():
                 logger.warning("tracer: %s", note)
             if captured.getvalue():
                 logger.debug("exporter output:\n%s", captured.getvalue())
-            registration.setLevel(level)
 
 
 def _export_failed(exporter: str, exc: BaseException) -> ToolError:

@@ -23,6 +23,7 @@ import onnx.inliner
 import onnx_ir as ir
 import onnxscript.version_converter
 
+from edgefuse._quiet import quiet_logger
 from edgefuse.acl.ops._spec import DOMAIN, FUNCTION_OPSET, OpSpec, register_onnx_schemas
 from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
 from edgefuse.errors import InputError
@@ -76,7 +77,9 @@ def attach_functions_ir(model: ir.Model) -> bool:
         changed = True
     if model.opset_imports.get("", 0) < FUNCTION_OPSET:
         source = model.opset_imports.get("", 0)
-        onnxscript.version_converter.convert_version(model, FUNCTION_OPSET, fallback=True)
+        # Below its own range onnxscript's converter hands over to onnx's, and warns that it does.
+        with quiet_logger("onnxscript.version_converter"):
+            onnxscript.version_converter.convert_version(model, FUNCTION_OPSET, fallback=True)
         if model.opset_imports.get("", 0) < FUNCTION_OPSET:  # the converter only warns
             raise InputError(
                 f"the model (opset {source}) could not be converted to opset {FUNCTION_OPSET}, "
