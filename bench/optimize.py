@@ -39,6 +39,7 @@ def export(name: str, graph: str) -> onnx.ModelProto:
     """The catalogue model ``name`` as exported by the ``graph`` path."""
     import torch
 
+    from edgefuse.convert.torch_export import export_unfused
     from edgefuse.models import get_entry
 
     entry = get_entry(name)
@@ -51,8 +52,7 @@ def export(name: str, graph: str) -> onnx.ModelProto:
             torch.onnx.export(module, example, buffer, dynamo=False, opset_version=17,
                               input_names=["input"])
             return onnx.load_from_string(buffer.getvalue())
-        program = torch.onnx.export(module, example, dynamo=True, optimize=False, verbose=False)
-        return program.model_proto
+        return export_unfused(module, example, input_names=["input"])
 
 
 def run_peer(peer: str, model: onnx.ModelProto) -> onnx.ModelProto:

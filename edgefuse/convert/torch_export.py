@@ -10,8 +10,9 @@ fresh interleaved processes, paired ratios against the TorchScript exporter's gr
 
 The two good paths tie on graph and latency; dynamo wins the tie because the TorchScript exporter
 is deprecated (torch warns it "will be removed"), and because torch.export refuses data-dependent
-control flow where tracing silently bakes in one branch. ``optimize=False`` is never used: it
-leaves every BatchNormalization unfolded behind a computed zero Conv bias.
+control flow where tracing silently bakes in one branch. ``optimize=False`` is never a convert
+path: it leaves every BatchNormalization unfolded behind a computed zero Conv bias
+(``export_unfused`` gives that graph to the demo and the benchmark, as the optimizer's input).
 
 ``auto`` takes the TorchScript exporter, recording why in ``edgefuse.exporter_reason``, for a
 TorchScript module (torch.export cannot capture TorchScript) and when an opset below 18 is
@@ -234,13 +235,33 @@ def _output_names(module: Any, example_inputs: tuple[Any, ...]) -> list[str]:
     return ["output"] if count == 1 else [f"output_{index}" for index in range(count)]
 
 
-def _dynamo(module: Any, example_inputs: tuple[Any, ...], opset: int | None, names: dict) -> Any:
+def export_unfused(
+    module: Any, example_inputs: tuple[Any, ...], *, input_names: Sequence[str]
+) -> onnx.ModelProto:
+    """What ``torch.onnx.export(dynamo=True, optimize=False)`` gives: every BatchNorm a node.
+
+    Never a convert path (see the table above). The demo and bench/optimize.py start from it:
+    it is the kind of graph users hand over, and the one where the optimizer's fusions matter.
+    """
+    names = {"input_names": list(input_names),
+             "output_names": _output_names(module, example_inputs)}
+    return _dynamo(module, example_inputs, None, names, optimize=False)
+
+
+def _dynamo(
+    module: Any,
+    example_inputs: tuple[Any, ...],
+    opset: int | None,
+    names: dict,
+    *,
+    optimize: bool = True,
+) -> Any:
     torch = require_torch("converting a PyTorch model")
     build_opset = max(opset or DYNAMO_OPSET, DYNAMO_OPSET)
     with _quiet_export():
         try:
             program = torch.onnx.export(
-                module, example_inputs, dynamo=True, optimize=True, opset_version=build_opset,
+                module, example_inputs, dynamo=True, optimize=optimize, opset_version=build_opset,
                 verbose=False, **names,
             )
         except Exception as exc:  # noqa: BLE001 - any exporter failure is reported as ToolError
