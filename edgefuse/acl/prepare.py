@@ -261,6 +261,7 @@ def _choose_opset(
     table = load_table()
     current = opset_imports(model).get("", 0)
     blockers: list[str] = []
+    plugin_ops = _plugin_op_types(model, plugins)
     for opset in range(target, table.max_opset + 1):
         missing = _unregistered_at(model, opset, plugins)
         if missing:
@@ -270,7 +271,7 @@ def _choose_opset(
             candidate = model
         else:
             try:
-                candidate = _convert(model, current, opset, _plugin_op_types(model, plugins))
+                candidate = _convert(model, current, opset, plugin_ops)
             except (DowngradeError, RuntimeError, onnx.checker.ValidationError) as exc:
                 logger.info("opset %d -> %d failed: %s", current, opset, exc)
                 blockers.append(f"{opset} ({exc})")

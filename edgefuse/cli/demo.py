@@ -21,6 +21,7 @@ import onnx
 
 from edgefuse._files import save_onnx
 from edgefuse.convert import convert
+from edgefuse.convert.torch_export import example_inputs_from_shapes, export_unfused
 from edgefuse.models import CATALOGUE, get_entry
 from edgefuse.optimize import optimize
 from edgefuse.verify import verify
@@ -41,8 +42,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace, workdir: Path) -> int:
-    from edgefuse.convert.torch_export import example_inputs_from_shapes, export_unfused
-
     entry = get_entry(args.model)
     shape = entry.input_shape if args.variant == "full" else entry.tiny_input_shape
     exported = workdir / f"{args.model}.export.onnx"
