@@ -87,7 +87,8 @@ def interleaved(configs: list[Config], *, reps: int, runs: int, threads: int = 2
 
 
 def export_catalogue_model(name: str, variant: str) -> Path:
-    """The catalogue model ``name`` converted by edgefuse (its default exporter), saved once."""
+    """The catalogue model ``name`` converted by edgefuse (its default exporter), saved under
+    bench/results/models for the next step to read."""
     from edgefuse.convert import convert
     from edgefuse.models import get_entry
 

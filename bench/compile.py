@@ -21,9 +21,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import onnx
-
-from bench._harness import MODELS_DIR, RESULTS, export_catalogue_model
+from bench._harness import MODELS_DIR, RESULTS, ROOT, export_catalogue_model
+from edgefuse.acl.ops.registry import OPS_BY_NAME
 
 SOC = "Ascend310B4"
 BUILDS = MODELS_DIR / "builds"
@@ -36,7 +35,7 @@ def compile_one(source: Path, build_dir: Path) -> dict:
     result = compile_model(source, SOC, build_dir, overwrite=True)
     seconds = time.perf_counter() - start
     prepare = result.prepared.to_json()
-    ops = Counter(node.op_type for node in onnx.load(build_dir / "model.onnx").graph.node)
+    ops = Counter(node.op_type for node in result.prepared.model.graph.node)  # as written
     op_support = result.manifest.extra["op_support"]
     return {
         "seconds": round(seconds, 2),
@@ -48,7 +47,7 @@ def compile_one(source: Path, build_dir: Path) -> dict:
         "op_support_errors": op_support["errors"],
         "op_support_warnings": op_support["warnings"],
         "nodes": sum(ops.values()),
-        "custom_nodes": {op: ops[op] for op in ("Swish", "YoloHead", "DepthwiseConv") if ops[op]},
+        "custom_nodes": {op: ops[op] for op in OPS_BY_NAME if ops[op]},
         "argv": result.argv,
     }
 
@@ -100,8 +99,8 @@ def main() -> None:
     first = next(iter(results["models"]))
     script = BUILDS / f"{first}.{args.variant}.convert" / "compile.sh"
     if script.exists():
-        print(f"\n{script.relative_to(RESULTS.parent.parent)}:\n{script.read_text()}")
-    print(f"wrote {args.json}; the builds are in {BUILDS.relative_to(RESULTS.parent.parent)}/")
+        print(f"\n{script.relative_to(ROOT)}:\n{script.read_text()}")
+    print(f"wrote {args.json}; the builds are in {BUILDS.relative_to(ROOT)}/")
 
 
 if __name__ == "__main__":
