@@ -16,6 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from edgefuse.convert import convert
+from edgefuse.models import get_entry
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 MODELS_DIR = RESULTS / "models"
@@ -89,9 +92,6 @@ def interleaved(configs: list[Config], *, reps: int, runs: int, threads: int = 2
 def export_catalogue_model(name: str, variant: str) -> Path:
     """The catalogue model ``name`` converted by edgefuse (its default exporter), saved under
     bench/results/models for the next step to read."""
-    from edgefuse.convert import convert
-    from edgefuse.models import get_entry
-
     entry = get_entry(name)
     path = MODELS_DIR / f"{name}.{variant}.fp32.onnx"
     MODELS_DIR.mkdir(parents=True, exist_ok=True)

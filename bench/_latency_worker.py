@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from edgefuse.models import get_entry
+
 
 def _ort_runner(path: str, level: str, threads: int):
     import onnxruntime as ort
@@ -36,8 +38,6 @@ def _ort_runner(path: str, level: str, threads: int):
 
 def _torch_runner(model_name: str, threads: int):
     import torch
-
-    from edgefuse.models import get_entry
 
     torch.set_num_threads(threads)
     entry = get_entry(model_name)

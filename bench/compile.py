@@ -22,15 +22,16 @@ from collections import Counter
 from pathlib import Path
 
 from bench._harness import MODELS_DIR, RESULTS, ROOT, export_catalogue_model
+from edgefuse.acl.build.compile import compile_model
 from edgefuse.acl.ops.registry import OPS_BY_NAME
+from edgefuse.models import CATALOGUE
+from edgefuse.optimize import optimize
 
 SOC = "Ascend310B4"
 BUILDS = MODELS_DIR / "builds"
 
 
 def compile_one(source: Path, build_dir: Path) -> dict:
-    from edgefuse.acl.compile import compile_model
-
     start = time.perf_counter()
     result = compile_model(source, SOC, build_dir, overwrite=True)
     seconds = time.perf_counter() - start
@@ -72,9 +73,6 @@ def render(results: dict) -> str:
 
 
 def main() -> None:
-    from edgefuse.models import CATALOGUE
-    from edgefuse.optimize import optimize
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CATALOGUE), help="comma-separated names")
     parser.add_argument("--variant", default="full", choices=("full", "tiny"))

@@ -30,7 +30,7 @@ from bench._harness import MODELS_DIR, RESULTS, ROOT, Config, interleaved
 from edgefuse.convert import convert
 from edgefuse.convert.input_spec import parse_input_spec
 from edgefuse.convert.torch_export import build_from_factory
-from edgefuse.verify import run_onnx
+from edgefuse.reference.onnx_runner import run_onnx
 
 BASELINE = "torchscript-17"
 

@@ -28,8 +28,12 @@ import numpy as np
 import onnx
 
 from bench._harness import MODELS_DIR, RESULTS, ROOT, Config, interleaved
+from edgefuse.convert.torch_export import export_unfused
+from edgefuse.models import CATALOGUE, get_entry
 from edgefuse.optimize import optimize
-from edgefuse.verify import compare_arrays, random_feeds, run_onnx
+from edgefuse.reference.compare import compare_arrays
+from edgefuse.reference.feeds import input_specs, random_feeds
+from edgefuse.reference.onnx_runner import run_onnx
 
 GRAPHS = ("ts", "dynraw")
 PEERS = ("onnxslim", "onnxsim", "onnxscript")
@@ -38,9 +42,6 @@ PEERS = ("onnxslim", "onnxsim", "onnxscript")
 def export(name: str, graph: str) -> onnx.ModelProto:
     """The catalogue model ``name`` as exported by the ``graph`` path."""
     import torch
-
-    from edgefuse.convert.torch_export import export_unfused
-    from edgefuse.models import get_entry
 
     entry = get_entry(name)
     module = entry.build("full")
@@ -95,7 +96,7 @@ def structure(name: str, graph: str) -> dict:
     row["edgefuse_ops"] = result.report.ops_after
     files["edgefuse"] = MODELS_DIR / f"{name}.{graph}.edgefuse.onnx"
     onnx.save(result.model, files["edgefuse"])
-    feeds = random_feeds(source)
+    feeds = random_feeds(input_specs(source))
     reference = run_onnx(source, feeds)
     candidate = run_onnx(result.model, feeds)
     parity = []
@@ -169,8 +170,6 @@ def render(results: dict) -> str:
 
 
 def main() -> None:
-    from edgefuse.models import CATALOGUE
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CATALOGUE), help="comma-separated names")
     parser.add_argument("--latency-models", default=None,

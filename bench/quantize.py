@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 from bench._harness import MODELS_DIR, RESULTS, ROOT, export_catalogue_model
+from edgefuse.models import CATALOGUE, get_entry
+from edgefuse.verify import verify
 
 
 def quantize_in_fresh_process(source: Path, target: Path, report: Path) -> tuple[float, int]:
@@ -40,9 +42,6 @@ def quantize_in_fresh_process(source: Path, target: Path, report: Path) -> tuple
 
 
 def score(name: str, source: Path, target: Path, samples: int, gt_conf: float) -> dict:
-    from edgefuse.models import get_entry
-    from edgefuse.verify import verify
-
     task = get_entry(name).task
     fp16 = verify(source, target, samples=samples, task=task, gt_conf=gt_conf, min_cosine=0.999)
     forced = verify(source, source, samples=samples, task=task, gt_conf=gt_conf,
@@ -90,8 +89,6 @@ def render(results: dict) -> str:
 
 
 def main() -> None:
-    from edgefuse.models import CATALOGUE
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CATALOGUE), help="comma-separated names")
     parser.add_argument("--variant", default="full", choices=("full", "tiny"))

@@ -38,8 +38,9 @@ import onnx
 import onnx.helper as oh
 
 from bench._harness import MODELS_DIR, RESULTS, ROOT, Config, interleaved
+from edgefuse.models import CATALOGUE
+from edgefuse.reference.feeds import random_feeds
 from edgefuse.runtime import open_session
-from edgefuse.session_inputs import random_inputs
 
 THREADS = 2
 GATES = {"resnet50_overhead_pct": 3.0, "tiny_overhead_us": 30.0, "resnet50_speedup": 1.8}
@@ -70,7 +71,7 @@ def overhead(label: str, model: onnx.ModelProto | Path, *, blocks: int,
              calls: int) -> dict[str, float | int | str]:
     """Session.run minus InferenceSession.run on the same ONNX Runtime session, interleaved."""
     with open_session(model, backends="cpu", threads=THREADS) as session:
-        feeds = random_inputs(session.inputs)
+        feeds = random_feeds(session.inputs)
         raw = session.ort_session
 
         runners: dict[str, Callable[[], object]] = {
@@ -171,8 +172,6 @@ def gates(results: dict) -> dict[str, tuple[bool, str]]:
 
 
 def main() -> int:
-    from edgefuse.models import CATALOGUE
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CATALOGUE),
                         help="comma-separated catalogue models for the latency part")

@@ -5,12 +5,12 @@ The public API is the pipeline's verbs; everything else is an implementation det
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from edgefuse._version import __version__
+from edgefuse.acl.build.compile import compile_model as compile  # noqa: A004 - the stage's name
+from edgefuse.convert import convert
+from edgefuse.optimize import optimize
+from edgefuse.quantize import quantize
+from edgefuse.runtime import open_session
+from edgefuse.verify import verify
 
-from edgefuse.convert import convert  # noqa: E402
-from edgefuse.optimize import optimize  # noqa: E402
-from edgefuse.quantize import quantize  # noqa: E402
-from edgefuse.runtime import open_session  # noqa: E402
-from edgefuse.verify import verify  # noqa: E402
-
-__all__ = ["__version__", "convert", "open_session", "optimize", "quantize", "verify"]
+__all__ = ["__version__", "compile", "convert", "open_session", "optimize", "quantize", "verify"]

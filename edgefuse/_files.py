@@ -15,7 +15,7 @@ from pathlib import Path
 
 import onnx
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 # protobuf cannot serialise a message of 2 GiB or more; larger models go to external data.
 _PROTOBUF_LIMIT = 2**31 - 1
@@ -32,14 +32,14 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
         raise InputError(
             f"output path '{target}' is a directory",
             hint="give a file name, for example -o model.onnx",
-            reference="bad-output-path",
+            reference=Ref.BAD_OUTPUT_PATH,
         )
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(
             f"output directory '{parent}' does not exist",
             hint=f"create it first: mkdir -p {parent}",
-            reference="bad-output-path",
+            reference=Ref.BAD_OUTPUT_PATH,
         )
     return parent
 

@@ -22,9 +22,14 @@ from typing import IO, Any
 import numpy as np
 import onnx
 
-from edgefuse.errors import InputError
-from edgefuse.runtime import DEFAULT_BACKENDS, Session, open_session, resolve_source
-from edgefuse.session_inputs import random_inputs
+from edgefuse._deps import require_torch
+from edgefuse.errors import InputError, Ref
+from edgefuse.fallback.ort_session import PROVIDERS
+from edgefuse.model_source import resolve_source
+from edgefuse.models import get_entry
+from edgefuse.reference.feeds import random_feeds
+from edgefuse.runtime import DEFAULT_BACKENDS, open_session
+from edgefuse.session import Session
 
 DEFAULT_ITERATIONS = 100
 DEFAULT_ROUNDS = 5
@@ -141,17 +146,17 @@ def bench(
     ``torch_model`` (an ``nn.Module``, a catalogue name, a TorchScript file or a torch.export
     ``.pt2`` file), PyTorch eager."""
     if iterations is not None and seconds is not None:
-        raise InputError("give iterations or seconds, not both", reference="bad-bench-options")
+        raise InputError("give iterations or seconds, not both", reference=Ref.BAD_BENCH_OPTIONS)
     if (iterations is not None and iterations < 1) or (seconds is not None and seconds <= 0) \
             or warmup < 0 or rounds < 1:
         raise InputError("iterations, seconds and rounds must be positive, warmup >= 0",
-                         reference="bad-bench-options")
+                         reference=Ref.BAD_BENCH_OPTIONS)
     if iterations is None and seconds is None:
         iterations = DEFAULT_ITERATIONS
     source = resolve_source(model)
     session = open_session(source, backends, strict=strict, validate=False, **options)
     with session:
-        feeds = random_inputs(session.inputs, batch=batch, seed=seed)
+        feeds = random_feeds(session.inputs, batch=batch, seed=seed)
         effective_batch = next(iter(feeds.values())).shape[0] if feeds else 1
         runners: dict[str, Callable[[], Any]] = {
             f"edgefuse/{session.backend}": lambda: session.run(feeds)}
@@ -186,9 +191,7 @@ def _add(runners: dict[str, Callable[[], Any]], unavailable: dict[str, str], kin
 def _raw_onnxruntime(source: Any, session: Session,
                      feeds: Mapping[str, np.ndarray]) -> tuple[str, Callable[[], Any]]:
     """ONNX Runtime as a user would call it: default options, the session's provider."""
-    import onnxruntime as ort
-
-    from edgefuse.fallback.ort_session import PROVIDERS
+    import onnxruntime as ort  # noqa: PLC0415 - onnxruntime-gpu may stand in for it
 
     if source.onnx is None:
         raise ValueError("the model is an OM only; there is no ONNX to compare with")
@@ -202,8 +205,6 @@ def _raw_onnxruntime(source: Any, session: Session,
 
 def _torch_eager(torch_model: Any, session: Session,
                  feeds: Mapping[str, np.ndarray]) -> tuple[str, Callable[[], Any]]:
-    from edgefuse._deps import require_torch
-
     torch = require_torch("Comparing with PyTorch eager")
     module = _torch_module(torch, torch_model)
     on_gpu = session.backend in ("cuda", "tensorrt") and torch.cuda.is_available()
@@ -230,8 +231,6 @@ def _torch_module(torch: Any, torch_model: Any) -> Any:
         if text.endswith(".pt2"):  # a torch.export program (already inference-only)
             return torch.export.load(text).module()
         return torch.jit.load(text, map_location="cpu").eval()
-    from edgefuse.models import get_entry
-
     return get_entry(text).build("full")
 
 

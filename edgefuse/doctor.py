@@ -17,9 +17,12 @@ import shutil
 import subprocess
 import sys
 
-from edgefuse import __version__
+from edgefuse._version import __version__
+from edgefuse.acl.atc.runner import cann_version, find_atc
+from edgefuse.acl.build.soc import detect_soc
 from edgefuse.errors import EdgefuseError
-from edgefuse.runtime import BACKENDS, Availability, probe
+from edgefuse.runtime import BACKENDS, probe
+from edgefuse.session import Availability
 
 NEEDS: dict[str, str] = {
     "acl": "pyACL from CANN (source set_env.sh), an Ascend NPU visible to `npu-smi info`, and a "
@@ -86,7 +89,7 @@ def _package(distribution: str) -> Fact:
 def _ort_providers() -> Fact:
     if importlib.util.find_spec("onnxruntime") is None:
         return Fact("ort providers", "onnxruntime is not importable", ok=False)
-    import onnxruntime
+    import onnxruntime  # noqa: PLC0415 - looked up first: doctor must work where it is broken
 
     return Fact("ort providers", ", ".join(onnxruntime.get_available_providers()))
 
@@ -106,9 +109,6 @@ def _nvidia_smi() -> Fact:
 
 
 def _cann() -> list[Fact]:
-    from edgefuse.acl.atc_runner import cann_version, find_atc
-    from edgefuse.acl.soc import detect_soc
-
     version = cann_version()
     atc = find_atc()
     facts = [

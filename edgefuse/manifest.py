@@ -17,7 +17,7 @@ Layout (format ``edgefuse-build/1``)::
       "om": "model.om" | null,
       "inputs":  [{"name": "x", "shape": [1, 3, 224, 224], "dtype": "float32", "layout": "NCHW"}],
       "outputs": [{"name": "y", "shape": [1, 1000], "dtype": "float32", "layout": null}],
-      "preprocess": {...} | null,           # owned by the compile/vision stages
+      "preprocess": {"kind": "aipp", ...} | null,  # AippRecord: the OM takes uint8 frames
       "files": {"model.onnx": "<sha256>", "model.om": "<sha256>"}
     }
 
@@ -36,7 +36,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from edgefuse._files import write_text
-from edgefuse.errors import InputError
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.errors import EdgefuseError, InputError, Ref
 
 FORMAT = "edgefuse-build/1"
 MANIFEST_NAME = "manifest.json"
@@ -62,6 +63,66 @@ class TensorEntry:
 
 
 @dataclasses.dataclass(frozen=True)
+class AippRecord:
+    """The manifest's ``preprocess`` block of a build compiled with static AIPP.
+
+    Why typed: the compile stage writes it and three readers act on it (the host sessions replay
+    AIPP on the frame, the board session sizes the frame buffer, ``run`` makes frames from image
+    files); as a bare dict each reader assumed keys the writer never wrote.
+    """
+
+    input: str  # the model input AIPP feeds
+    related_input_rank: int  # its index among the model's inputs
+    spec: AippSpec
+    config: str = "aipp.cfg"  # the --insert_op_conf file, relative to the build dir
+    model_input_layout: str = "NCHW"  # what AIPP hands the network
+    model_input_shape: tuple[int | str | None, ...] = ()
+
+    KIND = "aipp"
+
+    @property
+    def frame_shape(self) -> tuple[int, ...]:
+        """One uint8 frame: (H, W, 3) for RGB/BGR, (H * 3 / 2, W) for YUV420SP."""
+        return self.spec.frame_shape()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "config": self.config,
+            "input": self.input,
+            "related_input_rank": self.related_input_rank,
+            "spec": self.spec.to_dict(),
+            "frame": {"shape": list(self.frame_shape), "dtype": "uint8"},
+            "model_input": {"layout": self.model_input_layout,
+                            "shape": list(self.model_input_shape)},
+            "host_emulation": "edgefuse.acl.build.aipp.AippSpec.emulate",
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, fail) -> AippRecord:
+        if not isinstance(data, dict) or data.get("kind") != cls.KIND:
+            raise fail(f"'preprocess' must be an object with \"kind\": \"{cls.KIND}\"")
+        for key, kind in (("input", str), ("related_input_rank", int), ("spec", dict)):
+            if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+                raise fail(f"'preprocess.{key}' is missing or not a {kind.__name__}")
+        model_input = data.get("model_input", {})
+        if not isinstance(model_input, dict):
+            raise fail("'preprocess.model_input' must be an object")
+        try:
+            spec = AippSpec.from_dict(data["spec"])
+        except EdgefuseError as exc:
+            raise fail(f"'preprocess.spec' is not a valid AIPP spec: {exc.message}") from exc
+        return cls(
+            input=data["input"],
+            related_input_rank=data["related_input_rank"],
+            spec=spec,
+            config=str(data.get("config", "aipp.cfg")),
+            model_input_layout=str(model_input.get("layout", "NCHW")),
+            model_input_shape=tuple(model_input.get("shape", ())),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class BuildManifest:
     """What a BUILD_DIR holds; paths are relative to the build dir."""
 
@@ -72,7 +133,7 @@ class BuildManifest:
     soc: str | None = None
     cann_version: str | None = None
     om: str | None = None
-    preprocess: dict[str, Any] | None = None
+    preprocess: AippRecord | None = None
     files: dict[str, str] = dataclasses.field(default_factory=dict)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     format: str = FORMAT
@@ -87,7 +148,7 @@ class BuildManifest:
             "om": self.om,
             "inputs": [entry.to_json() for entry in self.inputs],
             "outputs": [entry.to_json() for entry in self.outputs],
-            "preprocess": self.preprocess,
+            "preprocess": self.preprocess.to_json() if self.preprocess is not None else None,
             "files": dict(sorted(self.files.items())),
         }
         data.update(self.extra)
@@ -119,7 +180,7 @@ def write_manifest(build_dir: str | os.PathLike[str], manifest: BuildManifest) -
             raise InputError(
                 f"the build lists '{name}' but {path} does not exist",
                 hint="write the file before the manifest",
-                reference="bad-build-dir",
+                reference=Ref.BAD_BUILD_DIR,
             )
         files[name] = file_sha256(path)
     written = dataclasses.replace(manifest, files=files)
@@ -135,7 +196,7 @@ def read_manifest(build_dir: str | os.PathLike[str], *, check_files: bool = True
         raise InputError(
             f"'{root}' has no {MANIFEST_NAME}",
             hint="pass a directory written by `edgefuse compile`, or an .onnx file",
-            reference="bad-build-dir",
+            reference=Ref.BAD_BUILD_DIR,
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -143,7 +204,7 @@ def read_manifest(build_dir: str | os.PathLike[str], *, check_files: bool = True
         raise InputError(
             f"{path} is not valid JSON: {exc}",
             hint="re-run `edgefuse compile` to rewrite the build",
-            reference="bad-build-dir",
+            reference=Ref.BAD_BUILD_DIR,
         ) from exc
     manifest = _from_json(data, path)
     if check_files:
@@ -156,7 +217,7 @@ def _from_json(data: Any, path: Path) -> BuildManifest:
         return InputError(
             f"{path}: {problem}",
             hint="re-run `edgefuse compile` to rewrite the build",
-            reference="bad-build-dir",
+            reference=Ref.BAD_BUILD_DIR,
         )
 
     if not isinstance(data, dict):
@@ -176,8 +237,8 @@ def _from_json(data: Any, path: Path) -> BuildManifest:
     ):
         raise fail("'files' must map relative paths to sha256 strings")
     preprocess = data.get("preprocess")
-    if preprocess is not None and not isinstance(preprocess, dict):
-        raise fail("'preprocess' must be an object or null")
+    if preprocess is not None:
+        preprocess = AippRecord.from_json(preprocess, fail)
     return BuildManifest(
         model=data["model"],
         inputs=tuple(_tensor(entry, fail) for entry in data["inputs"]),
@@ -211,7 +272,7 @@ def _inside(root: Path, name: str, field: str) -> Path:
     if relative.is_absolute() or ".." in relative.parts or not relative.parts:
         raise InputError(
             f"{field} entry '{name}' must be a path inside the build directory",
-            reference="bad-build-dir",
+            reference=Ref.BAD_BUILD_DIR,
         )
     return root.joinpath(*relative.parts)
 
@@ -223,7 +284,7 @@ def _check_digests(root: Path, manifest: BuildManifest) -> None:
         raise InputError(
             f"{root / MANIFEST_NAME} records no digest for {', '.join(unlisted)}",
             hint="re-run `edgefuse compile` to rewrite the build",
-            reference="bad-build-dir",
+            reference=Ref.BAD_BUILD_DIR,
         )
     for name, expected in sorted(manifest.files.items()):
         path = _inside(root, name, "files")
@@ -231,7 +292,7 @@ def _check_digests(root: Path, manifest: BuildManifest) -> None:
             raise InputError(
                 f"the build lists '{name}' but it is missing from {root}",
                 hint="copy the whole build directory to the board, not single files",
-                reference="bad-build-dir",
+                reference=Ref.BAD_BUILD_DIR,
             )
         actual = file_sha256(path)
         if actual != expected:
@@ -240,7 +301,7 @@ def _check_digests(root: Path, manifest: BuildManifest) -> None:
                 context=f"expected sha256 {expected}\nfound    sha256 {actual}",
                 hint="the file changed after `edgefuse compile` (partial copy or hand edit); "
                 "copy the build again or re-run compile",
-                reference="build-file-modified",
+                reference=Ref.BUILD_FILE_MODIFIED,
             )
 
 

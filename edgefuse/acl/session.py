@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from edgefuse.acl._codes import (
+from edgefuse.acl.atc.runner import cann_version
+from edgefuse.acl.resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resources, import_acl
+from edgefuse.acl.return_codes import (
     ACL_DEVICE,
     ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEMCPY_DEVICE_TO_DEVICE,
@@ -44,11 +46,10 @@ from edgefuse.acl._codes import (
     check,
     numpy_dtype,
 )
-from edgefuse.acl._resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resources, import_acl
-from edgefuse.acl.atc_runner import cann_version
-from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError
+from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError, Ref
 from edgefuse.manifest import BuildManifest
-from edgefuse.runtime import Availability, ModelSource, Session, TensorSpec
+from edgefuse.model_source import ModelSource
+from edgefuse.session import Availability, Session, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class _Binding:
 
 
 @dataclasses.dataclass(frozen=True)
-class Gears:
+class OmGears:
     """The shapes a gear OM accepts: batch sizes, (height, width) pairs, or concatenated dims."""
 
     kind: str  # "batch" | "hw" | "dims"
@@ -113,10 +114,10 @@ class AclSession(Session):
     ) -> None:
         if execute not in EXECUTE_MODES:
             raise InputError(f"execute must be one of {EXECUTE_MODES}, got {execute!r}",
-                             reference="bad-session-option")
+                             reference=Ref.BAD_SESSION_OPTION)
         self._om = Path(om)
         if not self._om.is_file():
-            raise InputError(f"OM file '{self._om}' does not exist", reference="model-not-found")
+            raise InputError(f"OM file '{self._om}' does not exist", reference=Ref.MODEL_NOT_FOUND)
         self._async = execute == "async"
         self._lock = threading.Lock()
         self._resources = Resources()
@@ -197,7 +198,7 @@ class AclSession(Session):
         outputs = [self._binding_info(i, "output") for i in range(acl.mdl.get_num_outputs(desc))]
         dynamic = [b for b in inputs if b[1] == DYNAMIC_INPUT_NAME]
         self._dynamic_index = dynamic[0][0] if dynamic else None
-        self.gears: Gears | None = self._read_gears() if dynamic else None
+        self.gears: OmGears | None = self._read_gears() if dynamic else None
 
         self._input_dataset = self._dataset()
         self._inputs = tuple(self._buffer(self._input_dataset, *info) for info in inputs)
@@ -223,25 +224,25 @@ class AclSession(Session):
                 "gears)",
                 hint="compile with static shapes or with gears (--dynamic_batch_size, "
                 "--dynamic_image_size, --dynamic_dims)",
-                reference="unsupported-dynamic-om",
+                reference=Ref.UNSUPPORTED_DYNAMIC_OM,
             )
         return index, name, tuple(int(d) for d in dims["dims"]), dtype, size
 
-    def _read_gears(self) -> Gears:
+    def _read_gears(self) -> OmGears:
         mdl = self._acl.mdl
         batch, ret = mdl.get_dynamic_batch(self._desc)
         check(ret, "acl.mdl.get_dynamic_batch")
         if batch["batchCount"]:
-            return Gears("batch", tuple(sorted(int(b) for b in batch["batch"])))
+            return OmGears("batch", tuple(sorted(int(b) for b in batch["batch"])))
         hw, ret = mdl.get_dynamic_hw(self._desc, -1)
         check(ret, "acl.mdl.get_dynamic_hw")
         if hw["hwCount"]:
-            return Gears("hw", tuple((int(h), int(w)) for h, w in hw["hw"]))
+            return OmGears("hw", tuple((int(h), int(w)) for h, w in hw["hw"]))
         count, ret = mdl.get_input_dynamic_gear_count(self._desc, -1)
         check(ret, "acl.mdl.get_input_dynamic_gear_count")
         dims, ret = mdl.get_input_dynamic_dims(self._desc, -1, count)
         check(ret, "acl.mdl.get_input_dynamic_dims")
-        return Gears("dims", tuple(tuple(int(d) for d in gear["dims"]) for gear in dims))
+        return OmGears("dims", tuple(tuple(int(d) for d in gear["dims"]) for gear in dims))
 
     def _dataset(self) -> Any:
         acl = self._acl
@@ -301,7 +302,7 @@ class AclSession(Session):
                         f"input '{binding.name}' is {array.nbytes} bytes, the OM's buffer holds "
                         f"{binding.size}",
                         context=self._expected(),
-                        reference="bad-feeds",
+                        reference=Ref.BAD_FEEDS,
                     )
                 check(acl.rt.memcpy(binding.address, binding.size, array.ctypes.data,
                                     array.nbytes, self._to_device), "acl.rt.memcpy")
@@ -333,7 +334,7 @@ class AclSession(Session):
             return array[:real_batch]
         return array
 
-    def _set_gear(self, gears: Gears, arrays: list[np.ndarray]) -> int | None:
+    def _set_gear(self, gears: OmGears, arrays: list[np.ndarray]) -> int | None:
         """Select the gear the feeds need; returns the real batch when it runs on a larger gear."""
         mdl = self._acl.mdl
         where = (self._model_id, self._input_dataset, self._dynamic_index)
@@ -363,12 +364,12 @@ class AclSession(Session):
               "acl.mdl.set_input_dynamic_dims")
         return None
 
-    def _no_gear(self, gears: Gears, given: str) -> InputError:
+    def _no_gear(self, gears: OmGears, given: str) -> InputError:
         return InputError(
             f"{self._om.name} has no {gears.kind} gear for {given}",
             context=f"gears: {list(gears.values)}",
             hint="feed one of the gears, or recompile with the gear you need",
-            reference="no-matching-gear",
+            reference=Ref.NO_MATCHING_GEAR,
         )
 
     # --- teardown ----------------------------------------------------------------------------

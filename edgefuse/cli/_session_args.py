@@ -1,7 +1,9 @@
-"""Arguments every verb that opens a Session shares: the model, the backend order, strictness.
+"""Arguments verbs share: the model, the backend order and strictness of those that open a
+Session, and the inputs file of every verb that runs a model.
 
 Why one place: ``run`` and ``bench`` must pick backends exactly as ``open_session`` does, and a
-user who learns ``--backend cuda --backend cpu`` once should find it the same in every verb.
+user who learns ``--backend cuda --backend cpu`` or ``--inputs x.npz`` once should find it the
+same in every verb.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ONNX Runtime intra-op threads (default: ONNX Runtime's choice)")
     parser.add_argument("--device-id", type=int, default=0, metavar="N",
                         help="NPU or GPU to use (default 0)")
+
+
+def add_inputs_argument(parser: argparse.ArgumentParser, purpose: str = "inputs") -> None:
+    """``--inputs FILE.npz|DIR``: the one file format for model inputs on every verb."""
+    parser.add_argument(
+        "--inputs", metavar="FILE.npz|DIR",
+        help=f"{purpose}: an .npz with one array per input name, or a folder of .npz files "
+             "(one per sample); default: seeded random inputs",
+    )
 
 
 def backends_from(args: argparse.Namespace) -> tuple[str, ...]:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import logging
 
-from edgefuse.acl.aipp import AippSpec
-from edgefuse.acl.atc_options import PRECISION_MODES
-from edgefuse.acl.compile import DEFAULT_ATC_TIMEOUT_S, compile_model, run_instructions
-from edgefuse.acl.precision import read_keep_fp32
-from edgefuse.acl.prepare import DEFAULT_TARGET_OPSET
-from edgefuse.acl.soc import KNOWN_SOCS
+from edgefuse.acl.atc.options import PRECISION_MODES
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.build.compile import DEFAULT_ATC_TIMEOUT_S, compile_model, run_instructions
+from edgefuse.acl.build.precision import NOTHING_KEPT, read_keep_fp32
+from edgefuse.acl.build.prepare import DEFAULT_TARGET_OPSET
+from edgefuse.acl.build.soc import KNOWN_SOCS
 
 logger = logging.getLogger("edgefuse.atc")
 
@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    keep = read_keep_fp32(args.keep_fp32_from) if args.keep_fp32_from else None
+    keep = read_keep_fp32(args.keep_fp32_from) if args.keep_fp32_from else NOTHING_KEPT
     result = compile_model(
         args.model,
         args.soc,
@@ -85,8 +85,7 @@ def run(args: argparse.Namespace) -> int:
         aipp=AippSpec.from_yaml(args.aipp) if args.aipp else None,
         dynamic_batch=args.dynamic_batch,
         dynamic_image_size=args.dynamic_image_size,
-        keep_fp32_nodes=keep.nodes if keep else (),
-        keep_fp32_op_types=keep.op_types if keep else (),
+        keep_fp32=keep,
         require_atc=args.require_atc,
         atc_timeout=args.atc_timeout,
         opset=args.opset,

@@ -1,8 +1,8 @@
 """Check, per node, whether ATC's ONNX parser supports a model on an Ascend SoC (no CANN needed).
 
 Judges each node's op type at the model's opset against a table of CANN's registered ONNX parser
-plugins (edgefuse/acl/data/onnx_op_support.yaml, sources inside), plus known restrictions such as
-NonMaxSuppression's constant thresholds, custom domains and dynamic input dimensions.
+plugins (edgefuse/acl/build/data/onnx_op_support.yaml, sources inside), plus known restrictions
+such as NonMaxSuppression's constant thresholds, custom domains and dynamic input dimensions.
 Exit 1 when a node would be refused.
 
 Examples:
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from edgefuse.acl.opsupport import check_model
+from edgefuse.acl.build.opsupport import check_model
 from edgefuse.convert.onnx_load import load_onnx
 
 

@@ -14,8 +14,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from edgefuse import __version__
-from edgefuse.errors import EdgefuseError
+from edgefuse._version import __version__
+from edgefuse.errors import EdgefuseError, Ref
 
 # Every verb, in the order `edgefuse --help` lists them. A test checks that each module under
 # edgefuse/cli/ that defines a verb is listed here exactly once.
@@ -42,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USER_ERROR, f"error[bad-usage]: {message}\n")
+        self.exit(EXIT_USER_ERROR, f"error[{Ref.BAD_USAGE}]: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from edgefuse.errors import InputError
+from edgefuse.cli._session_args import add_inputs_argument
+from edgefuse.errors import InputError, Ref
 from edgefuse.quantize import DEFAULT_MIN_COSINE, DEFAULT_SAMPLES, quantize
 from edgefuse.quantize.policy import render_policy
 
@@ -32,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "or node names / ONNX op types to keep FP32 (may include auto)")
     parser.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE, metavar="C",
                         help=f"gate on every output (default {DEFAULT_MIN_COSINE})")
-    parser.add_argument("--inputs", metavar="FILE.npz|DIR",
-                        help="calibration inputs: one .npz or a folder of .npz (one per sample)")
+    add_inputs_argument(parser, "calibration inputs")
     parser.add_argument("--seed", type=int, default=0, help="seed of random calibration inputs")
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                         help=f"random calibration samples (default {DEFAULT_SAMPLES})")
@@ -53,10 +53,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.model or not args.output:
         raise InputError("quantize needs an input model and -o OUTPUT",
                          hint="edgefuse quantize IN.onnx -o OUT.onnx --fp16",
-                         reference="bad-usage")
+                         reference=Ref.BAD_USAGE)
     if not args.fp16:
         raise InputError("choose the target precision", hint="pass --fp16 (the only one so far)",
-                         reference="no-precision")
+                         reference=Ref.NO_PRECISION)
     result = quantize(
         args.model,
         output=args.output,

@@ -1,29 +1,40 @@
-"""Run a model once on the best available backend and show (or save) its outputs.
+"""Run a model on the best available backend and show (or save) its outputs.
 
-Inputs come from --input NAME=FILE (.npy, .npz, or an image when OpenCV is installed); inputs
-not given are seeded random. The backend that ran, and why others were skipped, is printed.
+Inputs come from --inputs FILE.npz (one array per input name) or a folder of .npz files (one per
+sample), the same files verify and quantize read; without them, seeded random inputs. The backend
+that ran, and why others were skipped, is printed.
 
 Examples:
-  edgefuse run build/ --input images=frame.jpg --save out.npz
+  edgefuse run build/ --inputs frame.npz --save out.npz
   edgefuse run model.onnx --backend cuda --backend cpu
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 
 import numpy as np
 
-from edgefuse._files import atomic_output
-from edgefuse.cli._session_args import add_session_arguments, backends_from, session_options
-from edgefuse.runtime import open_session, resolve_source
-from edgefuse.session_inputs import load_inputs, parse_input_args
+from edgefuse._files import atomic_output, check_output_path
+from edgefuse.cli._session_args import (
+    add_inputs_argument,
+    add_session_arguments,
+    backends_from,
+    session_options,
+)
+from edgefuse.model_source import resolve_source
+from edgefuse.reference.feeds import feed_set, load_inputs, parse_input_args
+from edgefuse.runtime import open_session
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_session_arguments(parser)
+    add_inputs_argument(parser)
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE",
-                        help="an input from .npy/.npz/image; repeat for several inputs")
+                        help="deprecated: an input from .npy/.npz/image; use --inputs FILE.npz")
     parser.add_argument("--batch", type=int, metavar="N",
                         help="batch of the random inputs (models with a dynamic batch)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -31,25 +42,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.save:
+        check_output_path(args.save)
     source = resolve_source(args.model)
     with open_session(source, backends_from(args), strict=args.strict,
                       **session_options(args)) as session:
-        files = parse_input_args(args.input, session.inputs)
-        preprocess = source.manifest.preprocess if source.manifest else None
-        feeds = load_inputs(files, session.inputs, batch=args.batch, seed=args.seed,
-                            preprocess=preprocess)
-        outputs = session.run(feeds)
+        if args.input:
+            log.warning("--input NAME=FILE is deprecated; save the inputs with "
+                        "numpy.savez(FILE, NAME=array) and pass --inputs FILE.npz")
+            aipp = source.manifest.preprocess.spec if source.manifest and \
+                source.manifest.preprocess else None
+            files = parse_input_args(args.input, session.inputs)
+            samples = [load_inputs(files, session.inputs, batch=args.batch, seed=args.seed,
+                                   aipp=aipp)]
+            origin = {name: str(path) for name, path in files.items()}
+        else:
+            samples = feed_set(session.inputs, args.inputs, seed=args.seed, batch=args.batch)
+            origin = {}
+        outputs = [session.run(feeds) for feeds in samples]
         print(f"backend: {session.backend}")
         for name, reason in session.skipped.items():
             print(f"  skipped {name}: {reason}")
-        for name, array in feeds.items():
-            source = files.get(name, f"random (seed {args.seed})")
-            print(f"input  {name}: {_summary(array)}  <- {source}")
-        for name, array in outputs.items():
-            print(f"output {name}: {_summary(array)}")
+        for index, (feeds, results) in enumerate(zip(samples, outputs, strict=True)):
+            if len(samples) > 1:
+                print(f"sample {index}:")
+            for name, array in feeds.items():
+                where = origin.get(name) or args.inputs or f"random (seed {args.seed})"
+                print(f"input  {name}: {_summary(array)}  <- {where}")
+            for name, array in results.items():
+                print(f"output {name}: {_summary(array)}")
     if args.save:
+        saved = outputs[0] if len(outputs) == 1 else {
+            f"{index}/{name}": array for index, results in enumerate(outputs)
+            for name, array in results.items()}
         with atomic_output(args.save, suffix=".npz") as tmp:
-            np.savez(tmp, **outputs)
+            np.savez(tmp, **saved)
         print(f"wrote {args.save}")
     return 0
 

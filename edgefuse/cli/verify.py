@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import argparse
 
+from edgefuse.cli._session_args import add_inputs_argument
 from edgefuse.verify import DEFAULT_FP16_MIN_COSINE, DEFAULT_MIN_COSINE, verify
-from edgefuse.verify_layers import DEFAULT_LAYER_ALARM
-from edgefuse.verify_task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TASKS
+from edgefuse.verify.layers import DEFAULT_LAYER_ALARM
+from edgefuse.verify.task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reference", help="reference ONNX file")
     parser.add_argument("candidate", help="candidate ONNX file")
-    parser.add_argument("--inputs", metavar="FILE.npz|DIR",
-                        help="inputs, one array per input name (a folder: one .npz per sample)")
+    add_inputs_argument(parser, "inputs")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.add_argument("--samples", type=int, default=1, help="random input samples")
     parser.add_argument("--min-cosine", type=float, default=None, metavar="C",

@@ -32,7 +32,7 @@ from edgefuse.convert.torch_export import (
     is_factory_spec,
     load_torchscript,
 )
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 __all__ = ["EXPORTERS", "SUPPORTED_OPSETS", "convert"]
 
@@ -104,7 +104,7 @@ def _load_source(
         f"cannot convert a {type(source).__name__}",
         hint="pass a path (.onnx or TorchScript), 'package.module:factory', a torch.nn.Module "
         "or an onnx.ModelProto",
-        reference="bad-model-source",
+        reference=Ref.BAD_MODEL_SOURCE,
     )
 
 
@@ -133,14 +133,14 @@ def _examples_and_names(shapes: InputShapes, example_inputs: Any) -> tuple[tuple
         raise InputError(
             "an unnamed input shape cannot be mixed with named ones",
             hint="name every input: --input NAME:D0,D1,...",
-            reference="bad-input-shape",
+            reference=Ref.BAD_INPUT_SHAPE,
         )
     if example_inputs is None:
         if not shapes:
             raise InputError(
                 "a PyTorch model needs its input shapes to be exported",
                 hint="give them: --input input:1,3,224,224 (or example_inputs= in Python)",
-                reference="missing-input-shape",
+                reference=Ref.MISSING_INPUT_SHAPE,
             )
         names = default_input_names(1) if None in shapes else [str(n) for n in shapes]
         return example_inputs_from_shapes(dict(zip(names, shapes.values(), strict=True))), names
@@ -152,7 +152,7 @@ def _examples_and_names(shapes: InputShapes, example_inputs: Any) -> tuple[tuple
         raise InputError(
             f"{len(shapes)} input shape(s) given for {len(examples)} example input(s)",
             hint="give one name and shape per example input, in order",
-            reference="bad-input-shape",
+            reference=Ref.BAD_INPUT_SHAPE,
         )
     names = default_input_names(1) if None in shapes else [str(n) for n in shapes]
     for name, shape, example in zip(names, shapes.values(), examples, strict=True):
@@ -161,7 +161,7 @@ def _examples_and_names(shapes: InputShapes, example_inputs: Any) -> tuple[tuple
             raise InputError(
                 f"input '{name}' is given shape {list(shape)} but its example has {list(actual)}",
                 hint="give shapes that match the example tensors, or leave inputs out",
-                reference="bad-input-shape",
+                reference=Ref.BAD_INPUT_SHAPE,
             )
     return examples, names
 
@@ -172,13 +172,13 @@ def _check_options(opset: int | None, exporter: str) -> None:
         raise InputError(
             f"opset {opset} is not supported",
             hint=f"choose an opset in {SUPPORTED_OPSETS.start}..{SUPPORTED_OPSETS.stop - 1}",
-            reference="unsupported-opset",
+            reference=Ref.UNSUPPORTED_OPSET,
         )
     if exporter not in EXPORTERS:
         raise InputError(
             f"unknown exporter '{exporter}'",
             hint=f"choose one of {', '.join(EXPORTERS)}",
-            reference="bad-exporter",
+            reference=Ref.BAD_EXPORTER,
         )
 
 
@@ -190,5 +190,5 @@ def _check_output_path(path: Path) -> None:
             f"cannot write '{path}': "
             + ("it is a directory" if path.is_dir() else f"'{parent}' does not exist"),
             hint="give a file name in an existing directory, e.g. -o model.onnx",
-            reference="bad-output-path",
+            reference=Ref.BAD_OUTPUT_PATH,
         )

@@ -30,10 +30,12 @@ from onnx_ir.passes.common import (
 )
 
 from edgefuse._ort import ort_errors
-from edgefuse.acl._downgrade import DowngradeError, downgrade
 from edgefuse.convert._respell import respell_for_opset
 from edgefuse.convert.onnx_load import check_domains, check_graph_inputs, check_input_shapes
-from edgefuse.errors import InputError, ModelLoadError
+from edgefuse.convert.opset_downgrade import DowngradeError, downgrade
+from edgefuse.errors import InputError, ModelLoadError, Ref
+from edgefuse.reference.feeds import input_specs, random_feeds
+from edgefuse.reference.onnx_runner import run_onnx
 
 # 11: the oldest opset ONNX Runtime, the onnx version converter and Ascend's parser all handle
 # well (older models are upgraded to it). 21: the newest this release verifies end to end; CANN 7
@@ -95,7 +97,7 @@ def final_check(model: onnx.ModelProto) -> None:
             context=str(exc),
             hint="run with -v to see each step; if the source model is valid, this is an "
             "edgefuse bug: please report it with the model",
-            reference="invalid-model",
+            reference=Ref.INVALID_MODEL,
         ) from exc
     error = ort_load_error(model)
     if error is not None:
@@ -103,7 +105,7 @@ def final_check(model: onnx.ModelProto) -> None:
             "ONNX Runtime cannot load the converted model",
             context=error,
             hint="an op or opset ONNX Runtime does not implement; try another --opset",
-            reference="invalid-model",
+            reference=Ref.INVALID_MODEL,
         )
 
 
@@ -129,7 +131,7 @@ def _check_input_model(model: onnx.ModelProto) -> None:
             "the model is not valid ONNX",
             context=str(exc).strip(),
             hint="re-export it, or open it in Netron to find the node named above",
-            reference="invalid-model",
+            reference=Ref.INVALID_MODEL,
         ) from exc
 
 
@@ -147,7 +149,7 @@ def _target_opset(current: int | None, requested: int | None) -> int | None:
             raise InputError(
                 f"opset {requested} is not supported",
                 hint=f"choose an opset in {supported}",
-                reference="unsupported-opset",
+                reference=Ref.UNSUPPORTED_OPSET,
             )
         return requested
     if current is None or current in SUPPORTED_OPSETS:
@@ -157,7 +159,7 @@ def _target_opset(current: int | None, requested: int | None) -> int | None:
     raise InputError(
         f"the model uses opset {current}, newer than the supported {supported}",
         hint=f"down-convert it (verified on ONNX Runtime) with --opset {SUPPORTED_OPSETS.stop - 1}",
-        reference="unsupported-opset",
+        reference=Ref.UNSUPPORTED_OPSET,
     )
 
 
@@ -207,7 +209,7 @@ def _upgrade(model: onnx.ModelProto, current: int, target: int) -> onnx.ModelPro
             f"{target}",
             context=str(exc).strip(),
             hint="re-export the model at a newer opset",
-            reference="opset-conversion-failed",
+            reference=Ref.OPSET_CONVERSION_FAILED,
         ) from exc
 
 
@@ -229,7 +231,7 @@ def _downgrade(model: onnx.ModelProto, current: int, target: int) -> onnx.ModelP
                 f"{str(converter_error).strip()}",
                 hint="choose a higher --opset; for a PyTorch source, --exporter torchscript "
                 "builds opsets below 18 directly",
-                reference="opset-conversion-failed",
+                reference=Ref.OPSET_CONVERSION_FAILED,
             ) from converter_error
 
 
@@ -247,9 +249,7 @@ def _verify_conversion(
     An upgrade of a model that ONNX Runtime cannot run at its old opset is accepted unverified
     (with a warning); a down-conversion is only accepted verified.
     """
-    from edgefuse.verify import random_feeds, run_onnx  # noqa: PLC0415 - verify imports convert
-
-    feeds = random_feeds(before, seed=_PARITY_SEED)
+    feeds = random_feeds(input_specs(before), seed=_PARITY_SEED)
     try:
         expected = run_onnx(before, feeds)
     except ort_errors() as exc:
@@ -263,7 +263,7 @@ def _verify_conversion(
             f"cannot verify the down-conversion from opset {current} to {target}: ONNX Runtime "
             "cannot run the original model",
             context=str(exc).strip(),
-            reference="opset-conversion-failed",
+            reference=Ref.OPSET_CONVERSION_FAILED,
         ) from exc
     try:
         actual = run_onnx(after, feeds)
@@ -272,7 +272,7 @@ def _verify_conversion(
             f"the model converted from opset {current} to {target} does not run",
             context=str(exc).strip(),
             hint="choose a higher --opset",
-            reference="opset-conversion-failed",
+            reference=Ref.OPSET_CONVERSION_FAILED,
         ) from exc
     mismatches = [
         line for name, reference in expected.items()
@@ -283,7 +283,7 @@ def _verify_conversion(
             f"converting from opset {current} to {target} changed the model's outputs",
             context="\n".join(mismatches) + f"\n(seeded random inputs, seed {_PARITY_SEED})",
             hint="choose a higher --opset; the down-conversion mis-translated an op",
-            reference="opset-conversion-mismatch",
+            reference=Ref.OPSET_CONVERSION_MISMATCH,
         )
 
 
@@ -314,7 +314,7 @@ def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
             "shape inference failed: the graph is inconsistent with its input shapes",
             context=str(exc).strip(),
             hint="check the --input shapes against what the model expects",
-            reference="shape-inference-failed",
+            reference=Ref.SHAPE_INFERENCE_FAILED,
         ) from exc
 
 

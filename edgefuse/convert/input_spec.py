@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 # name -> static shape; the None key is an unnamed shape meant for a single-input model
 InputShapes = dict[str | None, tuple[int, ...]]
@@ -22,7 +22,7 @@ def _bad(text: str, why: str) -> InputError:
     return InputError(
         f"bad input shape '{text}': {why}",
         hint=f"write NAME:D0,D1,... with positive integers, e.g. {_EXAMPLE}",
-        reference="bad-input-shape",
+        reference=Ref.BAD_INPUT_SHAPE,
     )
 
 
@@ -89,13 +89,13 @@ def resolve_unnamed(shapes: InputShapes, input_names: Sequence[str]) -> dict[str
             f"{len(input_names)} inputs: {', '.join(input_names)}",
             hint="name each input, e.g. "
             + " ".join(f"--input {name}:..." for name in input_names),
-            reference="bad-input-shape",
+            reference=Ref.BAD_INPUT_SHAPE,
         )
     resolved = {name: shape for name, shape in shapes.items() if name is not None}
     if input_names[0] in resolved:
         raise InputError(
             f"input '{input_names[0]}' is given a shape twice (once by name, once without)",
-            reference="bad-input-shape",
+            reference=Ref.BAD_INPUT_SHAPE,
         )
     resolved[input_names[0]] = shapes[None]
     return resolved
@@ -125,6 +125,6 @@ def _add(shapes: InputShapes, name: str | None, shape: tuple[int, ...], text: st
         raise InputError(
             f"{which} is given a shape twice ('{text}')",
             hint="give each input's shape once",
-            reference="bad-input-shape",
+            reference=Ref.BAD_INPUT_SHAPE,
         )
     shapes[name] = shape

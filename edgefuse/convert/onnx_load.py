@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from onnx import external_data_helper
 
 from edgefuse.convert.input_spec import format_shape
-from edgefuse.errors import InputError, ModelLoadError
+from edgefuse.errors import InputError, ModelLoadError, Ref
 
 # Op domains edgefuse's later stages (ORT, the Ascend compiler, edgefuse's own ops) understand.
 KNOWN_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "edgefuse"})
@@ -33,10 +33,11 @@ def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise InputError(
             f"no such file: '{source}'",
             hint="check the path (relative paths are taken from the current directory)",
-            reference="file-not-found",
+            reference=Ref.FILE_NOT_FOUND,
         )
     if source.is_dir():
-        raise InputError(f"'{source}' is a directory, not a model file", reference="bad-model-file")
+        raise InputError(f"'{source}' is a directory, not a model file",
+                         reference=Ref.BAD_MODEL_FILE)
     data = source.read_bytes()
     model = _parse(data, source)
     _load_external_data(model, source)
@@ -87,7 +88,7 @@ def check_domains(model: onnx.ModelProto, *, where: str = "the model") -> None:
         context="\n".join(lines),
         hint="edgefuse runs the standard ONNX domains, com.microsoft and edgefuse; replace these "
         "ops before export, or ship their definitions as model-local functions",
-        reference="unknown-op-domain",
+        reference=Ref.UNKNOWN_OP_DOMAIN,
     )
 
 
@@ -106,7 +107,7 @@ def check_graph_inputs(model: onnx.ModelProto, *, where: str = "the model") -> l
             context=f"{len(model.graph.node)} nodes, {len(model.graph.initializer)} initializers",
             hint="export the model with its inputs as graph inputs (torch.onnx.export with "
             "input_names=...), not as constants baked into the graph",
-            reference="graph-without-inputs",
+            reference=Ref.GRAPH_WITHOUT_INPUTS,
         )
     return names
 
@@ -126,7 +127,7 @@ def check_input_shapes(
             f"--input names {', '.join(repr(n) for n in unknown)}, which {where} does not have",
             context=f"the model's inputs: {', '.join(names)}",
             hint=f"use one of the real names, e.g. --input {names[0]}:...",
-            reference="unknown-input-name",
+            reference=Ref.UNKNOWN_INPUT_NAME,
         )
     values = {value.name: value for value in model.graph.input}
     for name in names:
@@ -138,7 +139,7 @@ def check_input_shapes(
             raise InputError(
                 f"input '{name}' has no declared shape",
                 hint=f"give its shape: --input {name}:D0,D1,...",
-                reference="dynamic-input-shape",
+                reference=Ref.DYNAMIC_INPUT_SHAPE,
             )
         dynamic = [(index, dim) for index, dim in enumerate(dims) if not isinstance(dim, int)]
         if dynamic:
@@ -149,7 +150,7 @@ def check_input_shapes(
                 f"input '{name}' has dynamic dimension(s) {which} and no shape was given",
                 context=f"declared shape: [{format_shape([d or '?' for d in dims])}]",
                 hint=f"fix the shape for deployment, e.g. --input {name}:{example}",
-                reference="dynamic-input-shape",
+                reference=Ref.DYNAMIC_INPUT_SHAPE,
             )
 
 
@@ -171,7 +172,7 @@ def _not_onnx(data: bytes, source: Path, detail: str) -> ModelLoadError:
             f"'{source}' is a zip archive (a PyTorch file?), not an ONNX model",
             context=size,
             hint="convert it first: edgefuse convert FILE -o model.onnx",
-            reference="not-onnx",
+            reference=Ref.NOT_ONNX,
         )
     if data[:1] == b"\x08" and len(data) > 16:
         # ModelProto.ir_version (field 1, varint) comes first in every file onnx writes.
@@ -179,13 +180,13 @@ def _not_onnx(data: bytes, source: Path, detail: str) -> ModelLoadError:
             f"'{source}' starts like an ONNX model but cannot be parsed: truncated or corrupted",
             context=f"{size}; protobuf: {detail}",
             hint="copy or download the file again and compare its size with the original",
-            reference="truncated-model",
+            reference=Ref.TRUNCATED_MODEL,
         )
     return ModelLoadError(
         f"'{source}' is not an ONNX model",
         context=f"{size}; protobuf: {detail}",
         hint="pass an .onnx file, a TorchScript file, or a 'package.module:factory' callable",
-        reference="not-onnx",
+        reference=Ref.NOT_ONNX,
     )
 
 
@@ -203,7 +204,7 @@ def _load_external_data(model: onnx.ModelProto, source: Path) -> None:
                 context=f"looked for '{data_file}' (location '{info.location}' in '{source.name}')",
                 hint="keep the external-data file next to the .onnx file, under the name the "
                 "model records",
-                reference="missing-external-data",
+                reference=Ref.MISSING_EXTERNAL_DATA,
             )
         needed = (info.offset or 0) + (info.length or 0)
         if info.length is not None and data_file.stat().st_size < needed:
@@ -212,7 +213,7 @@ def _load_external_data(model: onnx.ModelProto, source: Path) -> None:
                 context=f"'{data_file}' has {data_file.stat().st_size} bytes, the tensor needs "
                 f"bytes up to {needed}",
                 hint="copy the external-data file again",
-                reference="missing-external-data",
+                reference=Ref.MISSING_EXTERNAL_DATA,
             )
     if not external:
         return
@@ -223,7 +224,7 @@ def _load_external_data(model: onnx.ModelProto, source: Path) -> None:
             f"cannot read the external data of '{source}'",
             context=str(exc),
             hint="external data must lie in or below the model's directory",
-            reference="missing-external-data",
+            reference=Ref.MISSING_EXTERNAL_DATA,
         ) from exc
 
 
@@ -247,7 +248,7 @@ def _check_fits(name: str, dims: list[int | str] | None, shape: tuple[int, ...])
             f"input '{name}' has rank {len(dims)}, but the given shape has {len(shape)} dims",
             context=f"declared shape: {declared}, given: [{format_shape(shape)}]",
             hint=f"give {len(dims)} dims: --input {name}:...",
-            reference="bad-input-shape",
+            reference=Ref.BAD_INPUT_SHAPE,
         )
     clashes = [
         f"dim {index}: model {dim}, given {given}"
@@ -259,7 +260,7 @@ def _check_fits(name: str, dims: list[int | str] | None, shape: tuple[int, ...])
             f"the shape given for input '{name}' contradicts its static dims",
             context=f"declared shape: {declared}; " + "; ".join(clashes),
             hint="only dynamic dims can be chosen; keep the static ones as declared",
-            reference="bad-input-shape",
+            reference=Ref.BAD_INPUT_SHAPE,
         )
 
 

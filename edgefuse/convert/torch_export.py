@@ -43,7 +43,7 @@ import onnx
 
 from edgefuse._deps import require_torch
 from edgefuse._quiet import quiet_logger
-from edgefuse.errors import InputError, ToolError
+from edgefuse.errors import InputError, Ref, ToolError
 
 EXPORTERS = ("auto", "dynamo", "torchscript")
 DYNAMO_OPSET = 18  # the dynamo exporter builds opset 18 natively; lower opsets are down-converted
@@ -96,14 +96,14 @@ def build_from_factory(spec: str) -> Any:
             f"cannot import '{module_name}' for the factory '{spec}'",
             context=f"{type(exc).__name__}: {exc}",
             hint="run from the directory that contains the package, or install it",
-            reference="bad-factory",
+            reference=Ref.BAD_FACTORY,
         ) from None
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise InputError(
             f"'{module_name}' has no callable '{attribute}'",
             hint=f"name a function or class in {module_name} that returns a torch.nn.Module",
-            reference="bad-factory",
+            reference=Ref.BAD_FACTORY,
         )
     try:
         built = factory()
@@ -112,12 +112,12 @@ def build_from_factory(spec: str) -> Any:
             f"the factory '{spec}' raised {type(exc).__name__}",
             context=_last_lines(exc),
             hint="call it in Python to debug it; it must take no arguments",
-            reference="factory-failed",
+            reference=Ref.FACTORY_FAILED,
         ) from None
     if not isinstance(built, torch.nn.Module):
         raise InputError(
             f"the factory '{spec}' returned {type(built).__name__}, not a torch.nn.Module",
-            reference="bad-factory",
+            reference=Ref.BAD_FACTORY,
         )
     return built
 
@@ -139,7 +139,7 @@ def load_torchscript(path: str | os.PathLike[str]) -> Any | None:
             context=_last_lines(exc),
             hint="a torch.save() checkpoint holds no program: build the model in Python and "
             "pass 'package.module:factory', or save it with torch.jit.save(torch.jit.trace(...))",
-            reference="not-torchscript",
+            reference=Ref.NOT_TORCHSCRIPT,
         ) from None
 
 
@@ -169,14 +169,14 @@ def export_torch(
         raise InputError(
             f"unknown exporter '{exporter}'",
             hint=f"choose one of {', '.join(EXPORTERS)}",
-            reference="bad-exporter",
+            reference=Ref.BAD_EXPORTER,
         )
     is_script = isinstance(module, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
     if is_script and exporter == "dynamo":
         raise InputError(
             "the dynamo exporter cannot export a TorchScript module",
             hint="use --exporter torchscript (or auto)",
-            reference="bad-exporter",
+            reference=Ref.BAD_EXPORTER,
         )
     was_training = getattr(module, "training", False)
     if was_training:
@@ -227,7 +227,7 @@ def _output_names(module: Any, example_inputs: tuple[Any, ...]) -> list[str]:
             f"the model fails on example inputs of shape {shapes}",
             context=_last_lines(exc),
             hint="check the --input shapes (and their order) against the model's forward()",
-            reference="model-call-failed",
+            reference=Ref.MODEL_CALL_FAILED,
         ) from None
     count = sum(
         1 for leaf in torch.utils._pytree.tree_leaves(outputs) if isinstance(leaf, torch.Tensor)
@@ -328,7 +328,7 @@ def _export_failed(exporter: str, exc: BaseException) -> ToolError:
         f"the {exporter} exporter failed",
         context=_root_cause(exc),
         hint=f"try --exporter {other}; run with -v for the exporter's own output",
-        reference="torch-export-failed",
+        reference=Ref.TORCH_EXPORT_FAILED,
     )
 
 

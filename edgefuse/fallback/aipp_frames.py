@@ -11,30 +11,30 @@ compile stage) before ONNX Runtime, so one app, one feed dict, runs on every bac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
-from edgefuse.acl.aipp import AippSpec
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import BuildManifest
-from edgefuse.runtime import Session, TensorSpec
+from edgefuse.session import Session, TensorSpec
 
 
 def wants_frames(manifest: BuildManifest | None) -> bool:
     """Whether the build's OM takes AIPP frames, so host sessions must too."""
-    return bool(manifest and manifest.preprocess and manifest.preprocess.get("kind") == "aipp")
+    return bool(manifest and manifest.preprocess)
 
 
 class AippFrameSession(Session):
     """Wraps a host session: the AIPP input takes uint8 frames; the rest passes through."""
 
     def __init__(self, inner: Session, manifest: BuildManifest, *, validate: bool = True) -> None:
-        preprocess: Mapping[str, Any] = manifest.preprocess or {}
+        record = manifest.preprocess
+        if record is None:
+            raise ValueError("AippFrameSession needs a build compiled with AIPP")
         self._inner = inner
-        self._spec = AippSpec.from_dict(preprocess["spec"])
-        self._name = str(preprocess["input"])
-        self._layout = str(preprocess.get("model_input", {}).get("layout", "NCHW"))
+        self._spec = record.spec
+        self._name = record.input
+        self._layout = record.model_input_layout
         self.backend = inner.backend
         recorded = {entry.name: entry for entry in manifest.inputs}
         entry = recorded.get(self._name)
@@ -42,7 +42,7 @@ class AippFrameSession(Session):
             raise InputError(
                 f"the build's AIPP input '{self._name}' is not a uint8 input of its manifest",
                 hint="re-run `edgefuse compile --aipp ...` to rewrite the build",
-                reference="bad-build-dir",
+                reference=Ref.BAD_BUILD_DIR,
             )
         self._model_dtype = {s.name: s.dtype for s in inner.inputs}[self._name]
         frame = TensorSpec(self._name, tuple(entry.shape), np.dtype(np.uint8))

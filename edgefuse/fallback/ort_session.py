@@ -30,15 +30,17 @@ import onnx.inliner
 
 from edgefuse._deps import require
 from edgefuse._graph_walk import all_nodes
+from edgefuse.acl.ops.host import inline_custom_ops
+from edgefuse.acl.ops.registry import OPS_BY_NAME
+from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.errors import (
     BackendUnavailableError,
     InputError,
     MissingDependencyError,
     ModelLoadError,
+    Ref,
 )
-from edgefuse.runtime import Availability, Session, TensorSpec
-
-CUSTOM_DOMAIN = "edgefuse"
+from edgefuse.session import Availability, Session, TensorSpec
 
 PROVIDERS: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -91,13 +93,8 @@ def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     node without a decomposition is an error: no host backend could run it.
     """
     custom = {node.op_type for node in all_nodes(model.graph) if node.domain == CUSTOM_DOMAIN}
-    if custom:
-        from edgefuse.acl.ops.registry import OPS_BY_NAME
-
-        if custom <= OPS_BY_NAME.keys():
-            from edgefuse.acl.ops.host import inline_custom_ops
-
-            model = inline_custom_ops(model)
+    if custom and custom <= OPS_BY_NAME.keys():
+        model = inline_custom_ops(model)
     defined = {(f.domain, f.name) for f in model.functions}
     missing = sorted({
         f"{node.domain}::{node.op_type}" for node in all_nodes(model.graph)
@@ -108,7 +105,7 @@ def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
             f"the model uses custom op(s) {', '.join(missing)} without a decomposition",
             hint="export with edgefuse so each custom op carries its ONNX function, or run the "
             "model on the acl backend where the op is compiled in",
-            reference="custom-op-without-decomposition",
+            reference=Ref.CUSTOM_OP_WITHOUT_DECOMPOSITION,
         )
     if not model.functions:
         return model
@@ -134,7 +131,7 @@ def session_options(
     ort = _ort()
     if optimization not in OPTIMIZATION_LEVELS:
         raise InputError(f"optimization must be one of {OPTIMIZATION_LEVELS}, got "
-                         f"{optimization!r}", reference="bad-session-option")
+                         f"{optimization!r}", reference=Ref.BAD_SESSION_OPTION)
     options = ort.SessionOptions()
     options.graph_optimization_level = {
         "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -174,7 +171,7 @@ class OrtSession(Session):
     ) -> None:
         if provider not in PROVIDERS:
             raise InputError(f"unknown provider {provider!r}",
-                             hint=f"one of {', '.join(PROVIDERS)}", reference="unknown-backend")
+                             hint=f"one of {', '.join(PROVIDERS)}", reference=Ref.UNKNOWN_BACKEND)
         ort = _ort()
         self.backend = provider
         options = session_options(
@@ -274,7 +271,7 @@ def _model_for_ort(model: str | os.PathLike[str] | onnx.ModelProto) -> str | byt
         return inline_local_functions(model).SerializeToString()
     path = Path(model)
     if not path.is_file():
-        raise InputError(f"'{path}' does not exist", reference="model-not-found")
+        raise InputError(f"'{path}' does not exist", reference=Ref.MODEL_NOT_FOUND)
     try:
         header = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
@@ -291,7 +288,7 @@ def _spec(arg: Any) -> TensorSpec:
         raise ModelLoadError(
             f"'{arg.name}' has type {arg.type}, which edgefuse sessions do not support",
             hint="use tensor inputs and outputs of a numpy dtype (float32, float16, int*, uint8)",
-            reference="unsupported-io-type",
+            reference=Ref.UNSUPPORTED_IO_TYPE,
         )
     shape = tuple(d if isinstance(d, int) or d is None else str(d) for d in (arg.shape or ()))
     return TensorSpec(arg.name, shape, dtype)

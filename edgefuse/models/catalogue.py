@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from edgefuse._deps import require_torch
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 if TYPE_CHECKING:
     from torch import nn
@@ -65,7 +65,7 @@ def _check_variant(variant: str) -> None:
         raise InputError(
             f"unknown model variant '{variant}'",
             hint=f"choose one of: {', '.join(VARIANTS)}",
-            reference="unknown-variant",
+            reference=Ref.UNKNOWN_VARIANT,
         )
 
 
@@ -158,5 +158,5 @@ def get_entry(name: str) -> ModelEntry:
         raise InputError(
             f"unknown model '{name}'",
             hint=f"the catalogue has: {', '.join(CATALOGUE)}",
-            reference="unknown-model",
+            reference=Ref.UNKNOWN_MODEL,
         ) from None

@@ -1,4 +1,9 @@
-"""optimize: pattern-based fusions over onnx-ir with a report of what fired and why not."""
+"""optimize: pattern-based fusions over onnx-ir with a report of what fired and why not.
+
+The optimized model carries a stamp (metadata ``edgefuse.optimize`` = the target), so that a later
+stage handed an optimized model (quantize folds in FP32 before it rounds) does not run the whole
+pipeline again.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +19,18 @@ from edgefuse.convert.onnx_load import load_model
 from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
 from edgefuse.optimize.report import RewriteReport
 
+# The metadata key that marks a model as optimized; its value is the target.
+OPTIMIZED_KEY = "edgefuse.optimize"
+
 
 @dataclasses.dataclass
 class OptimizeResult:
-    model: onnx.ModelProto
+    model: onnx.ModelProto | ir.Model  # the type the caller passed (a path gives a ModelProto)
     report: RewriteReport
 
 
 def optimize(
-    model: str | os.PathLike[str] | onnx.ModelProto,
+    model: str | os.PathLike[str] | onnx.ModelProto | ir.Model,
     *,
     output: str | os.PathLike[str] | None = None,
     target: str = "cpu",
@@ -33,24 +41,27 @@ def optimize(
     """Fold and fuse ``model`` for ``target`` and say, per rule, what fired and why not.
 
     The input is never modified; the result is checked with the ONNX checker before it is
-    returned or written, so a rule bug surfaces here and not on the board.
+    returned or written, so a rule bug surfaces here and not on the board. Like onnxscript's
+    ``rewrite()``, an ``ir.Model`` in gives an ``ir.Model`` out, so a caller working in IR does
+    not convert back and forth.
     """
     pipeline = pipeline_for(target)
     rules = select_rules(pipeline.rules, only, skip)
     for path in (output, report_path):
         if path is not None:
             check_output_path(path)
-    proto = load_model(model)
-    ir_model = ir.serde.deserialize_model(proto)
+    in_ir = isinstance(model, ir.Model)
+    ir_model = model.clone() if in_ir else ir.serde.deserialize_model(load_model(model, copy=False))
     _initializers_out_of_inputs(ir_model)
     report = run_pipeline(ir_model, pipeline, rules)
+    ir_model.metadata_props[OPTIMIZED_KEY] = pipeline.target
     result = ir.serde.serialize_model(ir_model)
     _check(result)
     if output is not None:
         save_onnx(result, output)
     if report_path is not None:
         write_text(report_path, report.dumps())
-    return OptimizeResult(result, report)
+    return OptimizeResult(ir_model if in_ir else result, report)
 
 
 def _initializers_out_of_inputs(model: ir.Model) -> None:

@@ -16,7 +16,7 @@ import itertools
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, MatchStatus, RewriteRule
 
-from edgefuse.acl.ops._spec import DOMAIN
+from edgefuse.acl.ops.spec import DOMAIN
 from edgefuse.optimize.report import RuleStats
 from edgefuse.optimize.rule import NOT_APPLICABLE
 

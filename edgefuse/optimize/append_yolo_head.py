@@ -27,7 +27,7 @@ import onnx.shape_inference
 
 from edgefuse.acl.ops.host import attach_functions
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 LAYOUTS = ("auto", "yolov5", "yolov8")
 OUTPUT_NAMES = ("boxes", "scores", "classes", "num_detections")
@@ -55,7 +55,7 @@ def append_yolo_head(
         raise InputError(
             f"unknown YOLO layout '{options.layout}'",
             hint=f"use one of: {', '.join(LAYOUTS)}",
-            reference="bad-yolo-head",
+            reference=Ref.BAD_YOLO_HEAD,
         )
     result = onnx.ModelProto()
     result.CopyFrom(model)
@@ -71,7 +71,7 @@ def append_yolo_head(
             f"output '{output.name}' {list(shape)} is not a {layout} output: its "
             f"{'last' if layout == 'yolov5' else 'second'} axis must be {4 + objectness} + "
             "number of classes",
-            reference="bad-yolo-head",
+            reference=Ref.BAD_YOLO_HEAD,
         )
     taken = _value_names(graph)
     source = output.name
@@ -113,7 +113,7 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> onnx.ValueInfoProt
             raise InputError(
                 f"the model has no output '{name}'",
                 hint="outputs: " + ", ".join(o.name for o in outputs),
-                reference="bad-yolo-head",
+                reference=Ref.BAD_YOLO_HEAD,
             )
         return match[0]
     three_d = [o for o in outputs if len(o.type.tensor_type.shape.dim) == 3]
@@ -121,7 +121,7 @@ def _pick_output(model: onnx.ModelProto, name: str | None) -> onnx.ValueInfoProt
         raise InputError(
             f"cannot tell which output is the YOLO prediction ({len(three_d)} 3-D outputs)",
             hint="name it: YoloHeadOptions(output=...)",
-            reference="bad-yolo-head",
+            reference=Ref.BAD_YOLO_HEAD,
         )
     return three_d[0]
 
@@ -134,7 +134,7 @@ def _static_dims(output: onnx.ValueInfoProto) -> tuple:
     if len(dims) != 3:
         raise InputError(
             f"output '{output.name}' has shape {list(dims)}; a YOLO output is 3-D",
-            reference="bad-yolo-head",
+            reference=Ref.BAD_YOLO_HEAD,
         )
     return dims
 
@@ -149,7 +149,7 @@ def _detect_layout(name: str, shape: tuple) -> str:
         f"cannot tell whether output '{name}' {list(shape)} is YOLOv5 [B, N, 5+C] or "
         "YOLOv8 [B, 4+C, N]",
         hint="pass layout='yolov5' or layout='yolov8'",
-        reference="bad-yolo-head",
+        reference=Ref.BAD_YOLO_HEAD,
     )
 
 

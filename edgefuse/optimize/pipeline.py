@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
 
-from edgefuse.acl.soc import validate_soc
-from edgefuse.errors import InputError
+from edgefuse.acl.build.soc import validate_soc
+from edgefuse.errors import InputError, Ref
 from edgefuse.optimize import passes
 from edgefuse.optimize._recording import RecordingRule
 from edgefuse.optimize.custom_ops import AttachCustomOpFunctions
@@ -39,15 +39,15 @@ class Pipeline:
 def pipeline_for(target: str) -> Pipeline:
     """The pipeline for ``target``: 'cpu' and 'gpu' share the host rules.
 
-    An Ascend soc (``Ascend310B4``; validated against edgefuse.acl.soc) runs the host rules, then
-    ASCEND_RULES, whose edgefuse custom ops then get their ONNX functions attached.
+    An Ascend soc (``Ascend310B4``; validated against edgefuse.acl.build.soc) runs the host
+    rules, then ASCEND_RULES, whose edgefuse custom ops then get their ONNX functions attached.
     """
     ascend = target.lower().startswith("ascend")
     if target not in HOST_TARGETS and not ascend:
         raise InputError(
             f"unknown optimize target '{target}'",
             hint=f"use one of: {', '.join(HOST_TARGETS)}, or an Ascend soc such as Ascend310B4",
-            reference="unknown-target",
+            reference=Ref.UNKNOWN_TARGET,
         )
     after = (
         passes.EliminateIdentities(),
@@ -74,7 +74,7 @@ def select_rules(
             raise InputError(
                 f"unknown rule id '{rule_id}'",
                 hint="`edgefuse rules` lists every rule id",
-                reference="unknown-rule",
+                reference=Ref.UNKNOWN_RULE,
             )
     selected = [r for r in rules if (not only or r.id in only) and r.id not in (skip or ())]
     return tuple(selected)

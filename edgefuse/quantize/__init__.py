@@ -19,24 +19,26 @@ import onnx
 import onnx_ir as ir
 
 from edgefuse._files import save_onnx, write_text
+from edgefuse.acl.build.precision import plan_keep_fp32
 from edgefuse.convert.onnx_load import load_model
-from edgefuse.errors import InputError
-from edgefuse.feeds import FeedSet, FeedSource, feed_set
-from edgefuse.optimize import optimize
+from edgefuse.errors import InputError, Ref
+from edgefuse.optimize import OPTIMIZED_KEY, OptimizeResult, optimize
 from edgefuse.quantize.constants import fp16_misfit
-from edgefuse.quantize.emulate import run_fp16_storage, with_outputs
 from edgefuse.quantize.fp16 import check_float32_model, convert_fp16
 from edgefuse.quantize.mixed import rank_candidates, search_keep_set
 from edgefuse.quantize.policy import Decision, policy_decisions
-from edgefuse.quantize.report import FoldedConstant, OutputGate, QuantizeReport, atc_artifacts
-from edgefuse.verify import compare_arrays, run_onnx
+from edgefuse.quantize.report import FoldedConstant, QuantizeReport, atc_artifacts
+from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs
+from edgefuse.reference.feeds import FeedSet, FeedSource, feed_set, input_specs
+from edgefuse.reference.fp16 import FP16_MAX, run_fp16_storage
+from edgefuse.reference.onnx_runner import run_onnx, with_outputs
+from edgefuse.verify.layers import compare_layers
 
 DEFAULT_MIN_COSINE = 0.999
 DEFAULT_SAMPLES = 2
 # An activation whose calibration maximum passes FP16_MAX / HEADROOM stays FP32: inputs other than
 # the calibration set reach further.
 OVERFLOW_HEADROOM = 2.0
-FP16_MAX = 65504.0
 
 __all__ = ["DEFAULT_MIN_COSINE", "QuantizeResult", "quantize"]
 
@@ -78,20 +80,21 @@ def quantize(
     start = time.perf_counter()
     if not fp16:
         raise InputError("only FP16 quantization exists", hint="pass fp16=True (--fp16)",
-                         reference="unsupported-precision")
+                         reference=Ref.UNSUPPORTED_PRECISION)
     if max_evaluations < 1 or budget_s <= 0:
         raise InputError("the search needs at least one evaluation and a positive time budget",
-                         reference="bad-search-budget")
+                         reference=Ref.BAD_SEARCH_BUDGET)
     original = load_model(model)
-    check_float32_model(ir.serde.deserialize_model(original))
+    fp32 = ir.serde.deserialize_model(original)  # the one proto -> IR conversion
+    check_float32_model(fp32)
     items = _keep_items(keep_fp32)
-    feeds = feed_set(original, inputs, seed=seed, samples=samples,
-                     reference="calibration-inputs-mismatch")
+    feeds = feed_set(input_specs(original), inputs, seed=seed, samples=samples)
     misfits = _misfit_constants(original)
-    optimized = optimize(original)
-    fp32 = ir.serde.deserialize_model(optimized.model)
+    optimized = None if OPTIMIZED_KEY in fp32.metadata_props else optimize(fp32)
+    if optimized is not None:
+        fp32 = optimized.model
     _name_nodes(fp32)
-    fp32_proto = ir.serde.serialize_model(fp32)
+    fp32_proto = ir.serde.serialize_model(fp32)  # what ONNX Runtime runs
     references = [run_onnx(original, f) for f in feeds]
 
     user, op_types = _user_decisions(fp32, [i for i in items if i not in ("auto", "none")])
@@ -103,14 +106,16 @@ def quantize(
 
     evaluated: dict[frozenset[str], tuple] = {}
 
-    def evaluate(keep: set[str]) -> tuple[float, bool, list[OutputGate], onnx.ModelProto, object]:
+    def evaluate(keep: set[str]) -> tuple[float, bool, list[OutputAgreement], onnx.ModelProto,
+                                          object]:
         key = frozenset(keep)
         if key not in evaluated:
-            candidate = ir.serde.deserialize_model(fp32_proto)
+            candidate = fp32.clone()
             conversion = convert_fp16(candidate, keep, keep_io_types=keep_io_types)
             proto = ir.serde.serialize_model(candidate)
-            gate = _gate(proto, feeds, references, min_cosine)
-            lowest = min((g.cosine for g in gate), default=float("nan"))
+            outputs = [run_fp16_storage(proto, f, force_fp16=False) for f in feeds]
+            gate = compare_outputs(references, outputs, Gate(min_cosine))
+            lowest = min((g.agreement.rank for g in gate), default=float("nan"))
             evaluated[key] = (lowest, all(g.passed for g in gate), gate, proto, conversion)
         return evaluated[key]
 
@@ -120,7 +125,7 @@ def quantize(
         eligible = {n.name for n in fp32.graph} - keep
         search = search_keep_set(
             lambda: rank_candidates(
-                _layer_rows(fp32_proto, keep, keep_io_types, feeds[0]), eligible
+                _layer_rows(fp32, fp32_proto, keep, keep_io_types, feeds[0]), eligible
             ),
             keep, lambda k: evaluate(k)[:2],
             max_evaluations=max_evaluations, budget_s=budget_s,
@@ -145,7 +150,7 @@ def quantize(
         },
         decisions=_in_graph_order(decisions, fp32),
         op_types=op_types,
-        folded_constants=_folded(misfits, fp32, optimized.report),
+        folded_constants=_folded(misfits, fp32, optimized),
         conversion={
             "fp16_nodes": conversion.fp16_nodes,
             "fp32_nodes": len(conversion.fp32_nodes),
@@ -154,18 +159,11 @@ def quantize(
         },
         gate=gate,
         min_cosine=min_cosine,
-        optimize={
-            "nodes_before": optimized.report.nodes_before,
-            "nodes_after": optimized.report.nodes_after,
-            "rules_applied": {
-                rule_id: stats.applied
-                for rule_id, stats in optimized.report.rules.items() if stats.applied
-            },
-        },
+        optimize=_optimize_summary(optimized),
         search=search.to_json() if search is not None else None,
         notes=_output_notes(references, keep_io_types),
     )
-    report.atc = atc_artifacts(result, report.keep_fp32["nodes"], op_types)
+    report.atc = atc_artifacts(plan_keep_fp32(result, report.keep))
     report.seconds = time.perf_counter() - start
     if output is not None:
         save_onnx(result, output)
@@ -181,7 +179,7 @@ def _keep_items(keep_fp32: str | Sequence[str]) -> list[str]:
         raise InputError(
             "--keep-fp32 none cannot be combined with other entries",
             hint="use 'none', 'auto', or a list of node names / op types (optionally with auto)",
-            reference="bad-keep-fp32",
+            reference=Ref.BAD_KEEP_FP32,
         )
     return items or ["none"]
 
@@ -224,7 +222,7 @@ def _user_decisions(model: ir.Model, items: list[str]) -> tuple[dict[str, Decisi
                 "(after optimize)",
                 hint=(f"did you mean {', '.join(close)}? " if close else "")
                 + "a node folded away by optimize no longer exists; name its replacement",
-                reference="unknown-keep-fp32-entry",
+                reference=Ref.UNKNOWN_KEEP_FP32_ENTRY,
             )
     return decisions, op_types
 
@@ -249,9 +247,23 @@ def _misfit_constants(model: onnx.ModelProto) -> dict[str, tuple[str, str, list[
     return found
 
 
-def _folded(misfits, fp32: ir.Model, optimize_report) -> list[FoldedConstant]:
+def _optimize_summary(optimized: OptimizeResult | None) -> dict:
+    if optimized is None:
+        return {"ran": False, "reason": f"the model carries the '{OPTIMIZED_KEY}' stamp: it was "
+                                        "optimized already"}
+    report = optimized.report
+    return {
+        "ran": True,
+        "nodes_before": report.nodes_before,
+        "nodes_after": report.nodes_after,
+        "rules_applied": {rule_id: stats.applied
+                          for rule_id, stats in report.rules.items() if stats.applied},
+    }
+
+
+def _folded(misfits, fp32: ir.Model, optimized: OptimizeResult | None) -> list[FoldedConstant]:
     remaining = set(fp32.graph.initializers)
-    applied = [rule_id for rule_id, stats in optimize_report.rules.items() if stats.applied]
+    applied = list(_optimize_summary(optimized).get("rules_applied", {}))
     folded = []
     for name, (cause, detail, readers) in misfits.items():
         if name in remaining:
@@ -290,19 +302,6 @@ def _overflow_decisions(model: ir.Model, proto: onnx.ModelProto, feeds: FeedSet)
     return decisions
 
 
-def _gate(proto, feeds: FeedSet, references, min_cosine: float) -> list[OutputGate]:
-    worst: dict[str, OutputGate] = {}
-    for feeds_one, reference in zip(feeds, references, strict=True):
-        outputs = run_fp16_storage(proto, feeds_one, force_fp16=False)
-        for name, ref in reference.items():
-            cosine, max_abs, rel_l2 = compare_arrays(ref, outputs[name])
-            cosine = cosine if np.isfinite(cosine) else -1.0
-            gate = OutputGate(name, cosine, max_abs, rel_l2, cosine >= min_cosine)
-            if name not in worst or gate.cosine < worst[name].cosine:
-                worst[name] = gate
-    return list(worst.values())
-
-
 def _output_notes(references, keep_io_types: bool) -> list[str]:
     if keep_io_types:
         return []
@@ -317,10 +316,8 @@ def _output_notes(references, keep_io_types: bool) -> list[str]:
     return notes
 
 
-def _layer_rows(fp32_proto, keep: set[str], keep_io_types: bool, feeds_one):
-    from edgefuse.verify_layers import compare_layers  # noqa: PLC0415 - verify_layers imports us
-
-    candidate = ir.serde.deserialize_model(fp32_proto)
+def _layer_rows(fp32: ir.Model, fp32_proto, keep: set[str], keep_io_types: bool, feeds_one):
+    candidate = fp32.clone()
     convert_fp16(candidate, keep, keep_io_types=keep_io_types)
     return compare_layers(fp32_proto, ir.serde.serialize_model(candidate), feeds_one).rows
 

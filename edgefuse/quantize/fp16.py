@@ -29,7 +29,7 @@ from collections.abc import Collection
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.optimize.passes import RemoveUnused
 from edgefuse.quantize._slots import Slots, fp16_slots, is_float_node
 from edgefuse.quantize.constants import fp16_misfit
@@ -62,7 +62,7 @@ def check_float32_model(model: ir.Model) -> None:
             f"the model already holds float16 tensors ({len(found[FLOAT16])}, e.g. "
             f"'{found[FLOAT16][0]}'): quantize converts float32 models",
             hint="pass the float32 model the FP16 one was made from",
-            reference="already-fp16",
+            reference=Ref.ALREADY_FP16,
         )
     if found:
         dtype, names = next(iter(found.items()))
@@ -70,12 +70,12 @@ def check_float32_model(model: ir.Model) -> None:
             f"the model holds {dtype.name.lower()} tensors (e.g. '{names[0]}'); quantize "
             "converts float32 models",
             hint="export the model in float32 (model.float() in PyTorch)",
-            reference="not-fp32-model",
+            reference=Ref.NOT_FP32_MODEL,
         )
     if not any(v.dtype == FLOAT for v in values):
         raise InputError(
             "the model has no float32 tensor to convert",
-            reference="not-fp32-model",
+            reference=Ref.NOT_FP32_MODEL,
         )
 
 
@@ -106,7 +106,7 @@ def convert_fp16(
     rewriter.rewrite_inputs(fp16_values)
     rewriter.rewrite_outputs(fp16_values, want_fp16=not keep_io_types)
     for value in fp16_values:
-        value.dtype = FLOAT16
+        _retype(value, FLOAT16)
     for node, slots in plan.items():
         if node.op_type == "Cast" and slots.outputs:
             node.attributes["to"] = ir.AttrInt64("to", FLOAT16)
@@ -228,7 +228,7 @@ class _Rewriter:
             value.is_graph_output()
         ):
             value.const_value = ir.tensor(array, name=value.name)
-            value.dtype = FLOAT16
+            _retype(value, FLOAT16)
             copy = value
         else:
             copy = ir.Value(
@@ -290,3 +290,13 @@ def _count_casts(graph: ir.Graph) -> int:
 def _widens(narrow: ir.DataType | None, wide: ir.DataType | None) -> bool:
     order = {FLOAT16: 1, FLOAT: 2, ir.DataType.DOUBLE: 3}
     return narrow in order and wide in order and order[wide] > order[narrow]
+
+
+def _retype(value: ir.Value, dtype: ir.DataType) -> None:
+    """Give ``value`` a new tensor type of ``dtype``, keeping its shape.
+
+    Why not ``value.dtype = dtype``: onnx-ir's setter changes the value's TensorType in place, and
+    ``ir.Model.clone()`` shares TensorType objects between the clone and the original, so the
+    FP16 search (a fresh clone of the FP32 model per evaluation) would retype the FP32 model too.
+    """
+    value.type = ir.TensorType(dtype)

@@ -15,30 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
 
-import onnx
-
-from edgefuse.acl.precision import KeepFp32, plan_precision
+from edgefuse.acl.build.precision import KeepFp32, KeepPlan
 from edgefuse.quantize.policy import Decision
+from edgefuse.reference.compare import OutputAgreement
 
 # Where ATC documents the formats (CANN 8.x, atctool "--keep_dtype": one entry per line, an
 # original-model op name, or OpType::<Ascend IR type>; "--modify_mixlist": black/white lists of
 # Ascend IR op types, honoured only with allow_mix_precision / mixed_float16).
 KEEP_DTYPE_DOC = ("https://www.hiascend.com/document/detail/zh/CANNCommunityEdition/910/devaids/"
                   "atctool/atlasatcparam_16_0074.html")
-
-
-@dataclasses.dataclass
-class OutputGate:
-    name: str
-    cosine: float
-    max_abs_error: float
-    rel_l2_error: float
-    passed: bool
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -62,7 +48,7 @@ class QuantizeReport:
     op_types: list[str]
     folded_constants: list[FoldedConstant]
     conversion: dict
-    gate: list[OutputGate]
+    gate: list[OutputAgreement]
     min_cosine: float
     optimize: dict
     search: dict | None = None
@@ -77,6 +63,11 @@ class QuantizeReport:
     @property
     def keep_fp32(self) -> dict[str, list[str]]:
         return {"nodes": list(self.decisions), "op_types": list(self.op_types)}
+
+    @property
+    def keep(self) -> KeepFp32:
+        """What compile must keep FP32 on the board: ``compile(..., keep_fp32=report.keep)``."""
+        return KeepFp32(tuple(self.decisions), tuple(self.op_types))
 
     def to_json(self) -> dict:
         return {
@@ -138,16 +129,15 @@ class QuantizeReport:
         return "\n".join(lines)
 
 
-def atc_artifacts(model: onnx.ModelProto, nodes: Sequence[str], op_types: Sequence[str]) -> dict:
-    """What ATC needs to keep the same nodes FP32, built by the compile stage's own planner.
+def atc_artifacts(plan: KeepPlan) -> dict:
+    """What ATC needs to keep the same nodes FP32, from the compile stage's own planner.
 
     ``keep_dtype_cfg`` is the ``--keep_dtype`` file for ``--precision_mode=force_fp16`` (node
     names, one per line: ATC's op-name form); ``modify_mixlist`` the ``--modify_mixlist`` JSON for
     ``allow_mix_precision`` (Ascend IR types of the op types kept wholesale).
     """
-    keep = KeepFp32(tuple(nodes), tuple(op_types))
-    forced = plan_precision(model, "force_fp16", keep)
-    mixed = plan_precision(model, "allow_mix_precision", keep)
+    forced = plan.for_mode("force_fp16")
+    mixed = plan.for_mode("allow_mix_precision")
     return {
         "precision_mode": "force_fp16",
         "keep_dtype_cfg": forced.keep_dtype_text or "",

@@ -21,11 +21,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from edgefuse.acl.build.soc import Soc, validate_soc
 from edgefuse.acl.ops import _render, _scripts
-from edgefuse.acl.ops._spec import DOMAIN, OpSpec
 from edgefuse.acl.ops.registry import ALL_OPS
-from edgefuse.acl.soc import Soc, validate_soc
-from edgefuse.errors import InputError, ToolError
+from edgefuse.acl.ops.spec import DOMAIN, OpSpec
+from edgefuse.errors import InputError, Ref, ToolError
 
 VENDOR = "edgefuse"
 BUILD_TIMEOUT_S = 1800
@@ -143,7 +143,7 @@ def build_op_package(
             context="\n".join(missing),
             hint="source <CANN>/set_env.sh on a CANN host, or drop --require-cann to only "
             "write the project",
-            reference="cann-not-found",
+            reference=Ref.CANN_NOT_FOUND,
         )
     target = _check_target(Path(output_dir))
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -179,13 +179,13 @@ def _check_target(target: Path) -> Path:
         raise InputError(
             f"output path '{target}' exists and is not a directory",
             hint="give a directory, for example -o build/opp",
-            reference="bad-output-path",
+            reference=Ref.BAD_OUTPUT_PATH,
         )
     if not target.parent.is_dir():
         raise InputError(
             f"output directory '{target.parent}' does not exist",
             hint=f"create it first: mkdir -p {target.parent}",
-            reference="bad-output-path",
+            reference=Ref.BAD_OUTPUT_PATH,
         )
     return target.absolute()
 
@@ -207,7 +207,7 @@ def _build(project: Path, toolkit: CannToolkit, env: Mapping[str, str] | None) -
             raise ToolError(
                 f"building the custom-op package took over {BUILD_TIMEOUT_S} s",
                 context=_tail(log_path),
-                reference="op-build-failed",
+                reference=Ref.OP_BUILD_FAILED,
             ) from exc
     runs = sorted(project.glob("custom_opp_*.run"))
     if done.returncode != 0 or not runs:
@@ -216,7 +216,7 @@ def _build(project: Path, toolkit: CannToolkit, env: Mapping[str, str] | None) -
             context=_tail(log_path),
             hint="the lines above are the end of build.log; nothing was written to the output "
             "directory",
-            reference="op-build-failed",
+            reference=Ref.OP_BUILD_FAILED,
         )
     return runs[-1].name
 

@@ -24,9 +24,9 @@ import onnx_ir as ir
 import onnxscript.version_converter
 
 from edgefuse._quiet import quiet_logger
-from edgefuse.acl.ops._spec import DOMAIN, FUNCTION_OPSET, OpSpec, register_onnx_schemas
 from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
-from edgefuse.errors import InputError
+from edgefuse.acl.ops.spec import DOMAIN, FUNCTION_OPSET, OpSpec, register_onnx_schemas
+from edgefuse.errors import InputError, Ref
 
 
 def custom_op_nodes(graph: ir.Graph) -> list[ir.Node]:
@@ -40,7 +40,7 @@ def _spec_of(node: ir.Node) -> OpSpec:
         raise InputError(
             f"node '{node.name}' is {DOMAIN}::{node.op_type}, which this edgefuse does not know",
             hint=f"known {DOMAIN} ops: {', '.join(OPS_BY_NAME)}",
-            reference="unknown-custom-op",
+            reference=Ref.UNKNOWN_CUSTOM_OP,
         )
     return spec
 
@@ -86,7 +86,7 @@ def attach_functions_ir(model: ir.Model) -> bool:
                 f"which the decompositions of its {DOMAIN} ops need",
                 hint=f"convert it first: onnx.version_converter.convert_version(model, "
                 f"{FUNCTION_OPSET}), and check the error it reports",
-                reference="opset-conversion-failed",
+                reference=Ref.OPSET_CONVERSION_FAILED,
             )
         changed = True
     if model.opset_imports.get(DOMAIN) is None:

@@ -6,11 +6,11 @@ in the consistency tests exactly when it is listed here; nothing registers itsel
 
 from __future__ import annotations
 
-from edgefuse.acl.ops._spec import OpSpec
 from edgefuse.acl.ops.depthwise_conv.spec import DEPTHWISE_CONV
+from edgefuse.acl.ops.spec import OpSpec
 from edgefuse.acl.ops.swish.spec import SWISH
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 ALL_OPS: tuple[OpSpec, ...] = (SWISH, DEPTHWISE_CONV, YOLO_HEAD)
 OPS_BY_NAME: dict[str, OpSpec] = {spec.name: spec for spec in ALL_OPS}
@@ -26,6 +26,6 @@ def select_ops(names: list[str] | tuple[str, ...] | None) -> tuple[OpSpec, ...]:
         raise InputError(
             f"unknown custom op {', '.join(unknown)}",
             hint=f"known: {', '.join(OPS_BY_NAME)} (`edgefuse ops list`)",
-            reference="unknown-custom-op",
+            reference=Ref.UNKNOWN_CUSTOM_OP,
         )
     return tuple(dict.fromkeys(by_any[name] for name in names))

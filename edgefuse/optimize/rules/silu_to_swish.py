@@ -16,7 +16,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult
 
-from edgefuse.acl.ops._spec import DOMAIN
+from edgefuse.acl.ops.spec import DOMAIN
 from edgefuse.acl.ops.swish.spec import SWISH
 from edgefuse.optimize.rule import Rule, constant_array
 

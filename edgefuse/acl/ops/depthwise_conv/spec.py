@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from edgefuse.acl.ops._spec import AttrSpec, OpSpec, Shape, TensorSpec, require, require_rank
+from edgefuse.acl.ops.spec import AttrSpec, OpSpec, OpTensor, Shape, require, require_rank
 
 NAME = "DepthwiseConv"
 
@@ -94,11 +94,11 @@ DEPTHWISE_CONV = OpSpec(
     doc=__doc__.splitlines()[0],
     package=__name__.rpartition(".")[0],
     inputs=(
-        TensorSpec("x", "activation [N, C, H, W]", "T", ("float16",), ("NC1HWC0",)),
-        TensorSpec("filter", "weights [C, 1, kh, kw]", "T", ("float16",), ("NCHW",)),
-        TensorSpec("bias", "per-channel bias [C]", "T", ("float16",), ("ND",), optional=True),
+        OpTensor("x", "activation [N, C, H, W]", "T", ("float16",), ("NC1HWC0",)),
+        OpTensor("filter", "weights [C, 1, kh, kw]", "T", ("float16",), ("NCHW",)),
+        OpTensor("bias", "per-channel bias [C]", "T", ("float16",), ("ND",), optional=True),
     ),
-    outputs=(TensorSpec("y", "[N, C, H_out, W_out]", "T", ("float16",), ("NC1HWC0",)),),
+    outputs=(OpTensor("y", "[N, C, H_out, W_out]", "T", ("float16",), ("NC1HWC0",)),),
     attributes=(
         AttrSpec("channels", "int", "number of channels C (ONNX Conv's group)"),
         AttrSpec("strides", "ints", "stride along H and W", (1, 1)),

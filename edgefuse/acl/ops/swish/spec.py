@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from edgefuse.acl.ops._spec import AttrSpec, OpSpec, Shape, TensorSpec
+from edgefuse.acl.ops.spec import AttrSpec, OpSpec, OpTensor, Shape
 
 _FORMATS = ("ND", "NCHW", "NHWC", "NC1HWC0")
 _DTYPES = tuple(d for d in ("float16", "float32") for _ in _FORMATS)
@@ -44,8 +44,8 @@ SWISH = OpSpec(
     name="Swish",
     doc=__doc__.splitlines()[0],
     package=__name__.rpartition(".")[0],
-    inputs=(TensorSpec("x", "input activation", "T", _DTYPES, _COLUMNS),),
-    outputs=(TensorSpec("y", "x * sigmoid(alpha * x)", "T", _DTYPES, _COLUMNS),),
+    inputs=(OpTensor("x", "input activation", "T", _DTYPES, _COLUMNS),),
+    outputs=(OpTensor("y", "x * sigmoid(alpha * x)", "T", _DTYPES, _COLUMNS),),
     attributes=(AttrSpec("alpha", "float", "slope inside the sigmoid", 1.0),),
     type_constraints=(("T", ("tensor(float16)", "tensor(float)")),),
     shape_function=_shapes,

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from edgefuse.acl.ops._spec import AttrSpec, OpSpec, Shape, TensorSpec, require, require_rank
+from edgefuse.acl.ops.spec import AttrSpec, OpSpec, OpTensor, Shape, require, require_rank
 
 NAME = "YoloHead"
 
@@ -141,15 +141,15 @@ YOLO_HEAD = OpSpec(
     doc=__doc__.splitlines()[0],
     package=__name__.rpartition(".")[0],
     inputs=(
-        TensorSpec(
+        OpTensor(
             "predictions", "[B, 4 + objectness + num_classes, N] raw head output", "T", _FLOAT, _ND
         ),
     ),
     outputs=(
-        TensorSpec("boxes", "[B, max_detections, 4] x1, y1, x2, y2", "T", _FLOAT, _ND),
-        TensorSpec("scores", "[B, max_detections]", "T", _FLOAT, _ND),
-        TensorSpec("classes", "[B, max_detections]", "tensor(int32)", ("int32",) * 2, _ND),
-        TensorSpec("num_detections", "[B] valid rows", "tensor(int32)", ("int32",) * 2, _ND),
+        OpTensor("boxes", "[B, max_detections, 4] x1, y1, x2, y2", "T", _FLOAT, _ND),
+        OpTensor("scores", "[B, max_detections]", "T", _FLOAT, _ND),
+        OpTensor("classes", "[B, max_detections]", "tensor(int32)", ("int32",) * 2, _ND),
+        OpTensor("num_detections", "[B] valid rows", "tensor(int32)", ("int32",) * 2, _ND),
     ),
     attributes=(
         AttrSpec("num_classes", "int", "number of class rows"),

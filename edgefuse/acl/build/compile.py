@@ -1,0 +1,400 @@
+"""compile: an ONNX model -> BUILD_DIR with everything ATC needs, and the OM when ATC is here.
+
+Why a BUILD_DIR and not just an OM: most hosts that run edgefuse have no CANN toolkit, and a
+board has too little memory to run ATC comfortably. So compile always writes the prepared ONNX,
+``aipp.cfg`` / ``keep_dtype.cfg`` / ``modify_mixlist.json``, the exact ATC command as a runnable
+``compile.sh`` (what a CANN user would type), the op-support report and ``manifest.json``; and
+when ``atc`` is on PATH it also runs it and adds ``model.om`` and ``atc.log``.
+
+Order, so that nothing slow or irreversible happens before a cheap check has passed:
+soc -> atc present (if required) -> load -> gears -> prepare (opset, parity) -> op-support check
+(refuse, listing every offending node) -> AIPP and precision files -> write a temporary sibling
+directory -> ATC -> manifest -> rename into place. On any error the temporary directory is
+removed; only a failed ATC run leaves its log, next to BUILD_DIR as ``BUILD_DIR.atc.log``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from edgefuse._files import save_onnx
+from edgefuse._version import __version__
+from edgefuse.acl.atc.options import AtcOptions
+from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.build.opsupport import OpSupportReport, check_model
+from edgefuse.acl.build.precision import (
+    KEEP_DTYPE_FILE,
+    MIXLIST_FILE,
+    NOTHING_KEPT,
+    KeepFp32,
+    plan_keep_fp32,
+)
+from edgefuse.acl.build.prepare import (
+    DEFAULT_TARGET_OPSET,
+    Gears,
+    PreparedModel,
+    make_gears,
+    prepare_for_atc,
+)
+from edgefuse.acl.build.soc import detect_soc, validate_soc
+from edgefuse.acl.ops.registry import ALL_OPS
+from edgefuse.convert.onnx_load import graph_input_names, load_model
+from edgefuse.errors import InputError, Ref, ToolError
+from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
+
+DEFAULT_ATC_TIMEOUT_S = 3 * 3600.0  # ResNet-class models take minutes; big ones on a board, hours
+MODEL_FILE = "model.onnx"
+OM_PREFIX = "model"
+AIPP_FILE = "aipp.cfg"
+SCRIPT_FILE = "compile.sh"
+LOG_FILE = "atc.log"
+REPORT_FILE = "op_support.json"
+SET_ENV_EXAMPLE = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+logger = logging.getLogger(__name__)
+
+
+class UnsupportedOpsError(InputError):
+    """The op-support check found nodes ATC's parser will refuse."""
+
+    reference = Ref.UNSUPPORTED_OPS.value
+
+
+@dataclasses.dataclass
+class BuildResult:
+    output_dir: Path
+    om_path: Path | None  # None when ATC was not run here
+    argv: list[str]
+    manifest: BuildManifest
+    op_support: OpSupportReport
+    prepared: PreparedModel
+
+
+def compile_model(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    soc: str | None,
+    output_dir: str | os.PathLike[str],
+    *,
+    precision: str = "force_fp16",
+    aipp: AippSpec | None = None,
+    dynamic_batch: Sequence[int] | None = None,
+    dynamic_image_size: Sequence[tuple[int, int]] | None = None,
+    keep_fp32: KeepFp32 = NOTHING_KEPT,
+    require_atc: bool = False,
+    atc_timeout: float = DEFAULT_ATC_TIMEOUT_S,
+    opset: int = DEFAULT_TARGET_OPSET,
+    plugins: Collection[str] | None = None,
+    overwrite: bool = False,
+    echo: Callable[[str], None] | None = None,
+) -> BuildResult:
+    """Write BUILD_DIR for ``soc`` (None: detect it with ``npu-smi info``) and run ATC if here.
+
+    ``model`` is an ONNX path or ModelProto (never modified), ideally the FP32 output of
+    optimize; ``keep_fp32`` the nodes and op types to keep FP32 on the board, e.g. the
+    ``QuantizeReport.keep`` of the FP16 stage. ``require_atc`` turns a missing ``atc`` into an
+    error before anything is written;
+    ``plugins`` are the ``OriginOpType`` strings of registered custom-op parser plugins; None
+    means edgefuse's own custom ops (``edgefuse ops build`` makes their package), so a model the
+    Ascend optimizer rewrote compiles as it is;
+    ``echo`` receives ATC's output line by line while it runs.
+    """
+    soc_name = _resolve_soc(soc)
+    atc = find_atc()
+    if require_atc and atc is None:
+        raise ToolError(
+            "`atc` is not on PATH and --require-atc was given",
+            hint=f"source the CANN toolkit's set_env.sh first (e.g. {SET_ENV_EXAMPLE})",
+            reference=Ref.ATC_NOT_FOUND,
+        )
+    out = Path(output_dir)
+    _check_output_dir(out, overwrite)
+    loaded = load_model(model)
+    if plugins is None:
+        plugins = edgefuse_plugins()
+    gears = make_gears(loaded, dynamic_batch=dynamic_batch, dynamic_image_size=dynamic_image_size)
+    prepared = prepare_for_atc(loaded, target_opset=opset, gears=gears, plugins=plugins)
+    input_names = graph_input_names(prepared.model)
+    report = check_model(prepared.model, target=soc_name, plugins=plugins, gear_dims=gears.dims)
+    if not report.ok:
+        raise _unsupported(report, soc_name)
+    aipp_record = _aipp_record(prepared.model, input_names, aipp) if aipp is not None else None
+    plan = plan_keep_fp32(prepared.model, keep_fp32).for_mode(precision)
+    options = AtcOptions(
+        model=MODEL_FILE,
+        output=OM_PREFIX,
+        soc_version=soc_name,
+        input_shape=_atc_input_shape(prepared.model, input_names),
+        precision_mode=precision,
+        insert_op_conf=AIPP_FILE if aipp is not None else None,
+        keep_dtype=KEEP_DTYPE_FILE if plan.keep_dtype_text else None,
+        modify_mixlist=MIXLIST_FILE if plan.mixlist else None,
+        dynamic_batch_size=list(dynamic_batch) if dynamic_batch is not None else None,
+        dynamic_image_size=list(dynamic_image_size) if dynamic_image_size is not None else None,
+    )
+    argv = options.to_argv()
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        save_onnx(prepared.model, staging / MODEL_FILE)
+        files = [MODEL_FILE, SCRIPT_FILE, REPORT_FILE]
+        _write(staging / SCRIPT_FILE, _script(options, soc_name), executable=True)
+        _write(staging / REPORT_FILE, json.dumps(report.to_json(), indent=2) + "\n")
+        if aipp_record is not None:
+            _write(staging / AIPP_FILE,
+                   aipp_record.spec.to_cfg(related_input_rank=aipp_record.related_input_rank))
+            files.append(AIPP_FILE)
+        if plan.keep_dtype_text:
+            _write(staging / KEEP_DTYPE_FILE, plan.keep_dtype_text)
+            files.append(KEEP_DTYPE_FILE)
+        if plan.mixlist:
+            _write(staging / MIXLIST_FILE, json.dumps(plan.mixlist, indent=2) + "\n")
+            files.append(MIXLIST_FILE)
+        atc_info: dict[str, Any] = {"argv": argv, "script": SCRIPT_FILE, "ran": False}
+        om_name = None
+        if atc is not None:
+            argv_here = [atc, *argv[1:]]
+            try:
+                result = run_atc(
+                    argv_here,
+                    cwd=staging,
+                    om_path=staging / f"{OM_PREFIX}.om",
+                    log_path=staging / LOG_FILE,
+                    timeout=atc_timeout,
+                    echo=echo,
+                )
+            except AtcError as exc:
+                kept_log = out.parent / f"{out.name}.atc.log"
+                os.replace(staging / LOG_FILE, kept_log)
+                raise exc.relocated(kept_log) from None
+            om_name = result.om_path.name
+            files += [om_name, LOG_FILE]
+            atc_info.update(
+                ran=True,
+                log=LOG_FILE,
+                seconds=round(result.seconds, 3),
+                success_marker_seen=result.success_marker_seen,
+            )
+        manifest = BuildManifest(
+            model=MODEL_FILE,
+            inputs=_input_entries(prepared.model, input_names, aipp_record),
+            outputs=_output_entries(prepared.model),
+            edgefuse_version=__version__,
+            soc=soc_name,
+            cann_version=cann_version() if atc is not None else None,
+            om=om_name,
+            preprocess=aipp_record,
+            files=dict.fromkeys(files, ""),
+            extra={
+                "atc": atc_info,
+                "gears": _gears_json(gears, dynamic_batch, dynamic_image_size),
+                "precision": plan.decisions,
+                "prepare": prepared.to_json(),
+                "op_support": {
+                    "report": REPORT_FILE,
+                    "errors": len(report.errors),
+                    "warnings": sum(
+                        f.severity == "warning" for node in report.nodes for f in node.findings
+                    ),
+                },
+            },
+        )
+        written = write_manifest(staging, manifest)
+        _move_into_place(staging, out, overwrite)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    om_path = out / om_name if om_name else None
+    return BuildResult(out, om_path, argv, written, report, prepared)
+
+
+def run_instructions(result: BuildResult) -> str:
+    """What to do with a BUILD_DIR written without ATC."""
+    return (
+        f"atc is not on PATH here: wrote {result.output_dir} without {OM_PREFIX}.om.\n"
+        f"On a host with the CANN toolkit, run:\n"
+        f"  source {SET_ENV_EXAMPLE}   # your CANN install's set_env.sh\n"
+        f"  bash {result.output_dir / SCRIPT_FILE}"
+    )
+
+
+# ---- steps --------------------------------------------------------------------------------------
+
+
+def _resolve_soc(soc: str | None) -> str:
+    if soc is not None:
+        return validate_soc(soc).name
+    detected = detect_soc()
+    if detected is None:
+        raise InputError(
+            "no --soc given and this host has no npu-smi to detect it",
+            hint="pass --soc, e.g. --soc Ascend310B4; the Atlas 200I DK A2 reports Ascend310B1 "
+            "or Ascend310B4 depending on its image: run `npu-smi info` on the board to see which",
+            reference=Ref.UNKNOWN_SOC,
+        )
+    logger.info("detected soc %s with npu-smi", detected)
+    return detected
+
+
+def edgefuse_plugins() -> tuple[str, ...]:
+    """Parser registrations of the edgefuse ops: ``edgefuse::1::Swish``, ``ai.onnx::11::Swish``.
+
+    With these, prepare moves the custom nodes into the default domain (as mmdeploy does), since
+    ATC refuses default-domain nodes in a model that imports a second domain (E16005).
+    """
+    return tuple(origin for spec in ALL_OPS for origin in spec.origin_op_types())
+
+
+def _check_output_dir(out: Path, overwrite: bool) -> None:
+    if not out.parent.is_dir():
+        raise InputError(
+            f"the parent of '{out}' does not exist",
+            hint=f"create it first: mkdir -p {out.parent}",
+            reference=Ref.BAD_OUTPUT_PATH,
+        )
+    if out.exists() and not (overwrite and out.is_dir()):
+        raise InputError(
+            f"'{out}' already exists",
+            hint="choose another -o, or pass --force to replace a previous build directory",
+            reference=Ref.BAD_OUTPUT_PATH,
+        )
+
+
+def _unsupported(report: OpSupportReport, soc: str) -> UnsupportedOpsError:
+    listing = [
+        f"{subject}: [{finding.check}] {finding.message}" for subject, finding in report.errors
+    ]
+    return UnsupportedOpsError(
+        f"{len(report.errors)} problem(s) that ATC's ONNX parser will refuse for {soc}",
+        context="\n".join(listing),
+        hint="see `edgefuse inspect MODEL --target SOC` for each node's details and fixes",
+    )
+
+
+def _declared_dims(model: onnx.ModelProto, name: str) -> list[int | str | None]:
+    value = next(v for v in model.graph.input if v.name == name)
+    return [
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+        for d in value.type.tensor_type.shape.dim
+    ]
+
+
+def _atc_input_shape(model: onnx.ModelProto, input_names: Sequence[str]) -> dict[str, list[int]]:
+    return {
+        name: [d if isinstance(d, int) else -1 for d in _declared_dims(model, name)]
+        for name in input_names
+    }
+
+
+def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec) -> AippRecord:
+    """Where AIPP feeds the model, after checking that AIPP's output fits that input."""
+    name = spec.input or names[0]
+    if name not in names:
+        raise InputError(
+            f"the AIPP spec names input '{name}', which the model does not have",
+            hint=f"the model's inputs: {', '.join(names)}",
+            reference=Ref.BAD_AIPP_SPEC,
+        )
+    dims = _declared_dims(model, name)
+    width, height = spec.output_size
+    if len(dims) != 4 or dims[1] != 3 or dims[2:] != [height, width]:
+        raise InputError(
+            f"AIPP outputs 3x{height}x{width} but input '{name}' is {dims}",
+            hint="AIPP feeds an NCHW input with C=3; its crop (or source size) must equal H, W",
+            reference=Ref.BAD_AIPP_SPEC,
+        )
+    elem = next(v for v in model.graph.input if v.name == name).type.tensor_type.elem_type
+    if elem not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
+        raise InputError(
+            f"input '{name}' is {onnx.TensorProto.DataType.Name(elem)}; AIPP feeds float inputs",
+            reference=Ref.BAD_AIPP_SPEC,
+        )
+    return AippRecord(input=name, related_input_rank=list(names).index(name), spec=spec,
+                      config=AIPP_FILE, model_input_layout="NCHW", model_input_shape=tuple(dims))
+
+
+def _entry(value: onnx.ValueInfoProto, dims: Sequence[int | str | None]) -> TensorEntry:
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type).name
+    return TensorEntry(value.name, tuple(dims), dtype, "NCHW" if len(dims) == 4 else None)
+
+
+def _input_entries(
+    model: onnx.ModelProto, names: Sequence[str], aipp: AippRecord | None
+) -> tuple[TensorEntry, ...]:
+    """The inputs as the board sees them: the AIPP input becomes the uint8 frame."""
+    entries = []
+    for value in model.graph.input:
+        if value.name not in names:
+            continue
+        dims = _declared_dims(model, value.name)
+        if aipp is not None and value.name == aipp.input:
+            layout = "NHWC" if not aipp.spec.is_yuv else aipp.spec.input_format
+            entries.append(TensorEntry(value.name, (dims[0], *aipp.frame_shape), "uint8", layout))
+        else:
+            entries.append(_entry(value, dims))
+    return tuple(entries)
+
+
+def _output_entries(model: onnx.ModelProto) -> tuple[TensorEntry, ...]:
+    entries = []
+    for value in model.graph.output:
+        dims = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in value.type.tensor_type.shape.dim
+        ]
+        entries.append(dataclasses.replace(_entry(value, dims), layout=None))
+    return tuple(entries)
+
+
+def _gears_json(
+    gears: Gears,
+    dynamic_batch: Sequence[int] | None,
+    dynamic_image_size: Sequence[tuple[int, int]] | None,
+) -> dict[str, Any] | None:
+    if gears.empty:
+        return None
+    return {
+        "dynamic_batch": list(dynamic_batch) if dynamic_batch is not None else None,
+        "dynamic_image_size": [list(g) for g in dynamic_image_size] if dynamic_image_size else None,
+        "dims": {name: list(dims) for name, dims in gears.dims.items()},
+    }
+
+
+def _script(options: AtcOptions, soc: str) -> str:
+    return (
+        "#!/usr/bin/env bash\n"
+        f"# Compile {MODEL_FILE} into {OM_PREFIX}.om for {soc} with ATC "
+        f"(written by edgefuse {__version__}).\n"
+        "# Run it on a host with the CANN toolkit after sourcing its set_env.sh,\n"
+        f"# e.g. `source {SET_ENV_EXAMPLE}`.\n"
+        "set -euo pipefail\n"
+        'cd "$(dirname "$0")"\n'
+        f"{options.to_shell()}\n"
+    )
+
+
+def _write(path: Path, text: str, *, executable: bool = False) -> None:
+    path.write_text(text, encoding="utf-8")  # inside the staging directory: atomic as a whole
+    if executable:
+        path.chmod(0o755)
+
+
+def _move_into_place(staging: Path, out: Path, overwrite: bool) -> None:
+    """Rename the finished staging directory to ``out``; an old build is replaced only now."""
+    if overwrite and out.is_dir():
+        retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        os.replace(out, retired / out.name)
+        os.replace(staging, out)
+        shutil.rmtree(retired, ignore_errors=True)
+        return
+    os.replace(staging, out)

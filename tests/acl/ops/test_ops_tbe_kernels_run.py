@@ -1,0 +1,108 @@
+"""The TBE kernels' build code runs end to end against a stand-in ``tbe`` (see fake_tbe.py).
+
+Shapes are the ones the kernels are for: a YOLOv8n/YOLOv5s head at 640x640, MobileNet-sized
+depthwise layers. Each build must reach ``BuildCCE``/``tbe.build`` with every TIK call matching
+the API's parameter lists and the unified buffer of an Ascend310B-sized chip; inputs a kernel
+does not support must be refused by name at build time, as ATC would report them.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+
+import pytest
+
+from edgefuse.acl.ops.depthwise_conv.spec import DEPTHWISE_CONV
+from edgefuse.acl.ops.swish.spec import SWISH
+from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
+from tests.acl.ops import fake_tbe
+
+
+@pytest.fixture
+def records(monkeypatch):
+    return fake_tbe.install(monkeypatch)
+
+
+def kernel(spec):
+    """The kernel's entry function, loaded from the package data with the fake tbe in place."""
+    with importlib.resources.as_file(
+        importlib.resources.files(spec.package) / spec.kernel_path
+    ) as path:
+        module_spec = importlib.util.spec_from_file_location(f"kernel_{spec.kernel_name}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    return getattr(module, spec.kernel_name)
+
+
+def tensor(shape, dtype="float16", fmt="ND"):
+    return {"shape": tuple(shape), "dtype": dtype, "format": fmt}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_swish_builds_one_elementwise_kernel(records, dtype):
+    x = tensor((1, 4, 80, 80, 16), dtype, "NC1HWC0")
+    kernel(SWISH)(x, dict(x), alpha=1.0)
+    assert records["dsl"]["name"] == "edgefuse_swish"
+    assert len(records["dsl"]["tensor_list"]) == 2
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_depthwise_conv_builds_for_a_mobilenet_layer(records, bias):
+    tik = kernel(DEPTHWISE_CONV)(
+        tensor((1, 2, 112, 112, 16), fmt="NC1HWC0"),
+        tensor((32, 1, 3, 3), fmt="NCHW"),
+        tensor((32,)) if bias else None,
+        tensor((1, 2, 56, 56, 16), fmt="NC1HWC0"),
+        32,
+        strides=(2, 2),
+        pads=(1, 1, 1, 1),
+    )
+    assert tik.built == ("edgefuse_depthwise_conv2d", 3 if bias else 2, 1)
+    assert 0 < tik.peak <= fake_tbe.SOC_SPEC["UB_SIZE"]
+
+
+def test_depthwise_conv_refuses_rows_wider_than_the_unified_buffer(records):
+    with pytest.raises(RuntimeError, match="column tiling is not implemented"):
+        kernel(DEPTHWISE_CONV)(
+            tensor((1, 1, 8, 2000, 16), fmt="NC1HWC0"), tensor((16, 1, 5, 5), fmt="NCHW"),
+            None, tensor((1, 1, 8, 2000, 16), fmt="NC1HWC0"), 16, pads=(2, 2, 2, 2),
+        )
+
+
+def test_depthwise_conv_refuses_an_output_shape_that_does_not_match(records):
+    with pytest.raises(RuntimeError, match="y shape"):
+        kernel(DEPTHWISE_CONV)(
+            tensor((1, 1, 8, 8, 16), fmt="NC1HWC0"), tensor((16, 1, 3, 3), fmt="NCHW"),
+            None, tensor((1, 1, 8, 8, 16), fmt="NC1HWC0"), 16,
+        )
+
+
+@pytest.mark.parametrize(
+    ("shape", "objectness", "dtype"),
+    [((1, 84, 8400), 0, "float16"), ((1, 85, 25200), 1, "float32"), ((2, 7, 100), 0, "float16")],
+    ids=["yolov8n-640", "yolov5s-640", "batch-2"],
+)
+def test_yolo_head_builds_for_real_head_sizes(records, shape, objectness, dtype):
+    batch, detections = shape[0], 300
+    tik = kernel(YOLO_HEAD)(
+        tensor(shape, dtype),
+        tensor((batch, detections, 4), dtype),
+        tensor((batch, detections), dtype),
+        tensor((batch, detections), "int32"),
+        tensor((batch,), "int32"),
+        shape[1] - 4 - objectness,
+        objectness=objectness,
+        max_detections=detections,
+    )
+    assert tik.built == ("edgefuse_yolo_head", 1, 4)
+    assert tik.peak <= fake_tbe.SOC_SPEC["UB_SIZE"]
+
+
+def test_yolo_head_refuses_multi_label_and_a_wrong_row_count(records):
+    entry = kernel(YOLO_HEAD)
+    outputs = [tensor((1, 10, 4)), tensor((1, 10)), tensor((1, 10), "int32"), tensor((1,), "int32")]
+    with pytest.raises(RuntimeError, match="multi_label=1 is not implemented"):
+        entry(tensor((1, 84, 100)), *outputs, 80, max_detections=10, multi_label=1)
+    with pytest.raises(RuntimeError, match=r"must be \[B, 4 \+ 1 \+ 80, N\]"):
+        entry(tensor((1, 84, 100)), *outputs, 80, objectness=1, max_detections=10)

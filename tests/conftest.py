@@ -1,0 +1,42 @@
+"""Fixtures for the runtime tests: the pyACL stand-in and a clean fallback log.
+
+The stand-in lives in tests/fakes, outside every package, and only these tests put that folder on
+sys.path; the edgefuse package cannot reach it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+FAKES = Path(__file__).resolve().parents[0] / "fakes"
+if str(FAKES) not in sys.path:
+    sys.path.insert(0, str(FAKES))
+
+from acl_standin import AclStandIn  # noqa: E402
+
+from edgefuse import runtime  # noqa: E402
+from edgefuse.acl.resources import RUNTIME  # noqa: E402
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    """A fresh strict ``acl`` stand-in installed as the ``acl`` module (host run mode)."""
+    fake = AclStandIn()
+    monkeypatch.setitem(sys.modules, "acl", fake)
+    yield fake
+    assert RUNTIME.users == 0, "a test left an AclSession open"
+
+
+@pytest.fixture
+def no_acl(monkeypatch):
+    """Make ``import acl`` fail, as on a laptop (a None entry in sys.modules blocks the import)."""
+    monkeypatch.setitem(sys.modules, "acl", None)
+
+
+@pytest.fixture(autouse=True)
+def fresh_fallback_log(monkeypatch):
+    """Each test sees open_session's once-per-process warnings afresh."""
+    monkeypatch.setattr(runtime, "_warned", set())

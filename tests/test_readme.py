@@ -1,0 +1,22 @@
+"""README.md's commands are what users and CI run: keep them and .ci/run in step."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _readme_commands() -> list[str]:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    return [line.strip() for line in lines[:20] if line.startswith("    ")]
+
+
+def test_readme_opens_with_demo_and_test_commands():
+    demo, tests = _readme_commands()[:2]
+    assert demo.endswith("edgefuse demo")
+    assert tests.endswith("python -m pytest tests")
+    assert "pip install torch==2.13.0" in demo and "pip install torch==2.13.0" in tests
+
+
+def test_ci_runs_the_readme_test_command():
+    ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert _readme_commands()[1] in [line.strip() for line in ci_lines]
