@@ -38,6 +38,7 @@ import onnx
 import onnx.helper as oh
 
 from bench._harness import MODELS_DIR, RESULTS, ROOT, Config, interleaved
+from bench.optimize import export
 from edgefuse.models import CATALOGUE
 from edgefuse.reference.feeds import random_feeds
 from edgefuse.runtime import open_session
@@ -60,8 +61,6 @@ def catalogue_onnx(name: str) -> Path:
     """The full-size catalogue model exported as bench/optimize.py does, cached on disk."""
     path = MODELS_DIR / f"{name}.ts.onnx"
     if not path.exists():
-        from bench.optimize import export
-
         MODELS_DIR.mkdir(parents=True, exist_ok=True)
         onnx.save(export(name, "ts"), str(path))
     return path

@@ -1,4 +1,4 @@
-"""Fixtures for the runtime tests: the pyACL stand-in and a clean fallback log.
+"""Suite-wide rules and the runtime fixtures: the pyACL stand-in and a clean fallback log.
 
 The stand-in lives in tests/fakes, outside every package, and only these tests put that folder on
 sys.path; the edgefuse package cannot reach it.
@@ -19,6 +19,18 @@ from acl_standin import AclStandIn  # noqa: E402
 
 from edgefuse import runtime  # noqa: E402
 from edgefuse.acl.resources import RUNTIME  # noqa: E402
+
+KINDS = ("unit", "ort", "torch", "standin")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test declares what it needs, so that ``-m`` can split the suite by it."""
+    undeclared = [item.nodeid for item in items
+                  if not any(item.get_closest_marker(kind) for kind in KINDS)]
+    if undeclared:
+        raise pytest.UsageError(
+            f"{len(undeclared)} test(s) declare none of the markers {', '.join(KINDS)} "
+            f"(add a module-level pytestmark): {', '.join(undeclared[:5])}")
 
 
 @pytest.fixture

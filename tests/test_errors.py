@@ -10,6 +10,8 @@ import pytest
 
 from edgefuse.errors import EdgefuseError, Ref, render_catalogue
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "edgefuse"
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

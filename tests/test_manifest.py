@@ -19,6 +19,8 @@ from edgefuse.manifest import (
     write_manifest,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def _build(tmp_path, **overrides):
     (tmp_path / "model.onnx").write_bytes(b"onnx bytes")

@@ -16,6 +16,8 @@ from edgefuse.errors import BackendUnavailableError, InputError
 from edgefuse.manifest import BuildManifest, TensorEntry, write_manifest
 from tests.model_builders import aipp_build, conv_net, save
 
+pytestmark = [pytest.mark.standin, pytest.mark.ort]
+
 
 @pytest.fixture(autouse=True)
 def cpu_only_onnxruntime(monkeypatch):

@@ -9,6 +9,8 @@ from edgefuse.errors import EdgefuseError, InputError
 from edgefuse.fallback.ort_session import OrtSession
 from tests.model_builders import conv_net, two_input_model
 
+pytestmark = pytest.mark.ort
+
 
 @pytest.fixture
 def session():

@@ -53,7 +53,8 @@ class ModelEntry:
         """
         input_shape, _ = self.shapes(variant)
         require_torch(f"building the catalogue model '{self.name}'")
-        from edgefuse.models._weights import build_seeded
+        # _weights imports torch at its top: it loads only once torch is known to be here.
+        from edgefuse.models._weights import build_seeded  # noqa: PLC0415
 
         module_name, _, function = self.builder.partition(":")
         factory = getattr(importlib.import_module(module_name), function)

@@ -10,6 +10,7 @@ calibration inputs, and with ``keep_fp32="auto"`` a search), then convert, then 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import time
 from collections.abc import Sequence
@@ -214,8 +215,6 @@ def _user_decisions(model: ir.Model, items: list[str]) -> tuple[dict[str, Decisi
                         node.name, item, "user", f"op type {item} named in --keep-fp32"
                     )
         else:
-            import difflib  # noqa: PLC0415 - only for this error
-
             close = difflib.get_close_matches(item, [*by_name, *op_types_present], n=3)
             raise InputError(
                 f"--keep-fp32: '{item}' is neither a node name nor an op type of the model "

@@ -167,8 +167,8 @@ def _prune(kept: list[str], by_name, run) -> list[str]:
 def rank_candidates(rows, eligible: set[str]) -> list[Candidate]:
     """Eligible nodes ordered by isolated error of their outputs (worst first).
 
-    ``rows`` are ``verify_layers.LayerRow``s of the all-FP16 model against the FP32 model; a node
-    with several outputs is scored by its worst.
+    ``rows`` are ``edgefuse.verify.layers.LayerRow``s of the all-FP16 model against the FP32
+    model; a node with several outputs is scored by its worst.
     """
     scores: dict[str, Candidate] = {}
     for row in rows:

@@ -21,6 +21,8 @@ from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError
 from edgefuse.manifest import BuildManifest, TensorEntry, read_manifest, write_manifest
 from tests.model_builders import aipp_build, conv_net, save
 
+pytestmark = [pytest.mark.standin, pytest.mark.ort]
+
 F32, F16, U8 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint8)
 
 

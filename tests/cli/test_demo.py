@@ -10,8 +10,11 @@ import pytest
 from edgefuse.cli.main import main
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
+from tests.needs import optional
 
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.ort]
+
+optional("torch")
 
 
 def test_demo_folds_every_batchnorm_of_the_export_and_passes_verify(tmp_path, capsys):

@@ -9,6 +9,8 @@ import edgefuse.cli
 from edgefuse.cli import main as cli_main
 from edgefuse.errors import EdgefuseError, InputError, Ref
 
+pytestmark = pytest.mark.unit
+
 
 def test_every_verb_module_is_registered_once():
     modules = {

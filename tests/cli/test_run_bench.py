@@ -18,6 +18,9 @@ from edgefuse.fallback.ort_session import OrtSession
 from edgefuse.reference.feeds import load_input, parse_input_args, random_feeds
 from edgefuse.session import TensorSpec
 from tests.model_builders import conv_net, save, two_input_model
+from tests.needs import optional
+
+pytestmark = pytest.mark.ort
 
 X = TensorSpec("x", (1, 3, 8, 8), np.dtype(np.float32))
 
@@ -75,7 +78,7 @@ def test_bench_writes_json_with_every_runner(model, tmp_path, capsys):
 
 @pytest.mark.torch
 def test_bench_compares_with_pytorch_eager(model):
-    torch = pytest.importorskip("torch")
+    torch = optional("torch")
     report = bench(model, "cpu", iterations=5, warmup=0, compare_onnxruntime=False,
                    torch_model=torch.nn.Conv2d(3, 4, 3).eval())
     assert set(report.results) == {"edgefuse/cpu", "pytorch-eager/cpu"}
@@ -83,8 +86,9 @@ def test_bench_compares_with_pytorch_eager(model):
     assert "x edgefuse's p50" in report.render()
 
 
+@pytest.mark.torch
 def test_an_unknown_torch_source_is_the_users_error(model):
-    pytest.importorskip("torch")
+    optional("torch")
     with pytest.raises(InputError, match="unknown model 'no-such-model'"):
         bench(model, "cpu", iterations=2, warmup=0, torch_model="no-such-model")
 

@@ -15,6 +15,8 @@ from edgefuse.convert import convert
 from edgefuse.errors import InputError, ModelLoadError
 from tests.convert.graphs import classifier, model, ort_run, relu, tensor
 
+pytestmark = pytest.mark.ort
+
 
 def cli_error(capsys, argv: list[str], output: Path) -> str:
     """Run the CLI; assert a user error (exit 2) with no traceback and no output file."""

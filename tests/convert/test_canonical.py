@@ -17,6 +17,8 @@ from edgefuse.convert import SUPPORTED_OPSETS, convert
 from edgefuse.errors import ModelLoadError
 from tests.convert.graphs import classifier, metadata, model, opset_of, ort_run, relu, tensor
 
+pytestmark = pytest.mark.ort
+
 BATCH2 = {"images": (2, 3, 8, 8)}
 
 

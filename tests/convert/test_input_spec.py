@@ -10,6 +10,8 @@ from edgefuse.convert.input_spec import (
 )
 from edgefuse.errors import InputError
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),

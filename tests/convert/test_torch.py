@@ -15,10 +15,13 @@ from edgefuse.cli.main import main
 from edgefuse.convert import convert
 from edgefuse.errors import InputError, ToolError
 from tests.convert.graphs import metadata, opset_of, ort_run
+from tests.needs import optional
 
-torch = pytest.importorskip("torch")
+torch = optional("torch")
 
 from tests.convert.factories import tiny_net  # noqa: E402 - needs torch
+
+pytestmark = [pytest.mark.torch, pytest.mark.ort]
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORY = "tests.convert.factories:tiny_net"

@@ -13,8 +13,11 @@ import pytest
 
 import edgefuse
 from edgefuse.models import CATALOGUE
+from tests.needs import optional
 
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.ort]
+
+optional("torch")
 
 
 @pytest.mark.parametrize("name", sorted(CATALOGUE))

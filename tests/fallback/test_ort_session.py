@@ -25,6 +25,8 @@ from tests.model_builders import (
     uint8_model,
 )
 
+pytestmark = pytest.mark.ort
+
 HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
 needs_cuda = pytest.mark.skipif(
     not HAS_CUDA, reason="this onnxruntime has no CUDAExecutionProvider (no GPU build/machine)")

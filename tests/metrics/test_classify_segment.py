@@ -6,6 +6,8 @@ import pytest
 from edgefuse.metrics.classify import topk_agreement
 from edgefuse.metrics.segment import confusion, mean_iou
 
+pytestmark = pytest.mark.unit
+
 
 def test_topk_agreement_hand_case():
     reference = np.array([[0.1, 0.9, 0.0, 0.0, 0.0, 0.0],   # top-1: 1

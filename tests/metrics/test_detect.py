@@ -12,6 +12,8 @@ from edgefuse.metrics.detect import (
     nms,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def _det(boxes, scores=None, classes=None) -> Detections:
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)

@@ -14,8 +14,11 @@ import pytest
 
 from edgefuse.errors import InputError
 from edgefuse.models import CATALOGUE, get_entry
+from tests.needs import optional
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+torch = optional("torch")
 
 NAMES = sorted(CATALOGUE)
 

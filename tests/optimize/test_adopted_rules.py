@@ -27,6 +27,8 @@ from tests.optimize.graphs import (
     rule_tags,
 )
 
+pytestmark = pytest.mark.ort
+
 INT64 = onnx.TensorProto.INT64
 
 

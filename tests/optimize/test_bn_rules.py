@@ -25,6 +25,8 @@ from tests.optimize.graphs import (
     random,
 )
 
+pytestmark = pytest.mark.ort
+
 
 def conv_bn_model(*, bias: bool = True, group: int = 1, epsilon: float = 1e-5, seed: int = 0):
     rng = np.random.default_rng(seed)

@@ -16,8 +16,11 @@ import pytest
 from edgefuse.models import CATALOGUE
 from edgefuse.optimize import optimize
 from edgefuse.verify import verify
+from tests.needs import optional
 
-torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.ort]
+
+torch = optional("torch")
 
 
 def _unfused_dynamo_graph(name: str) -> onnx.ModelProto:

@@ -11,6 +11,8 @@ import pytest
 from edgefuse.cli.main import main
 from tests.optimize.graphs import assert_same_outputs, bn_node, bn_params, make_model, node, random
 
+pytestmark = pytest.mark.ort
+
 
 @pytest.fixture
 def model_file(tmp_path):

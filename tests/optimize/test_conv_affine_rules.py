@@ -24,6 +24,8 @@ from tests.optimize.graphs import (
     random,
 )
 
+pytestmark = pytest.mark.ort
+
 C_IN, C_OUT = 4, 8
 
 

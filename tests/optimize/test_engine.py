@@ -26,6 +26,8 @@ from tests.optimize.graphs import (
     rule_tags,
 )
 
+pytestmark = pytest.mark.ort
+
 
 def conv_bn(*, conv_name="conv", bn_name="bn", extra_nodes=(), outputs=("y",), seed=0, **extra):
     rng = np.random.default_rng(seed)

@@ -14,6 +14,8 @@ from edgefuse.optimize import rules as rules_package
 from edgefuse.optimize.rule import AdoptedRule, Rule
 from edgefuse.optimize.rules import ALL_RULES, ASCEND_RULES, RULES_BY_ID
 
+pytestmark = pytest.mark.unit
+
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 EVERY_RULE = ALL_RULES + ASCEND_RULES  # host rules, then the Ascend-only ones
 RULE_MODULES = sorted(

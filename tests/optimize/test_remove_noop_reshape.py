@@ -17,6 +17,8 @@ from tests.optimize.graphs import (
     optimize_only,
 )
 
+pytestmark = pytest.mark.ort
+
 
 def reshape_then_relu(x_shape, target, **inputs):
     initializers = {} if target is None else {"shape": np.array(target, np.int64)}

@@ -25,6 +25,8 @@ from tests.quantize.graphs import (
     ort_float16_outputs,
 )
 
+pytestmark = pytest.mark.ort
+
 GATE = 0.999
 
 

@@ -4,8 +4,11 @@ import pytest
 
 from edgefuse.quantize import quantize
 from edgefuse.verify import verify
+from tests.needs import optional
 
-torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.ort]
+
+torch = optional("torch")
 
 CASES = [("resnet50", "top1"), ("deeplabv3plus_mobilenetv2", "mean_iou"), ("yolov5s", "AP50")]
 

@@ -13,6 +13,8 @@ from edgefuse.reference.fp16 import coerce_feeds, run_fp16_storage
 from edgefuse.reference.onnx_runner import run_onnx
 from tests.quantize.graphs import conv_net, cosine, feeds, make_model, node
 
+pytestmark = pytest.mark.ort
+
 F16, F32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
 
 

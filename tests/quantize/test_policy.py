@@ -8,6 +8,8 @@ import pytest
 from edgefuse.quantize.policy import POLICY, policy_decisions, render_policy
 from tests.quantize.graphs import make_model, node
 
+pytestmark = pytest.mark.unit
+
 
 def _decisions(model: onnx.ModelProto) -> dict:
     ir_model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))

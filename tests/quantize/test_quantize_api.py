@@ -14,6 +14,8 @@ from edgefuse.optimize import optimize
 from edgefuse.quantize import quantize
 from tests.quantize.graphs import cancellation, conv_net, make_model, node
 
+pytestmark = pytest.mark.ort
+
 
 def _sigmoid_net() -> onnx.ModelProto:
     rng = np.random.default_rng(0)

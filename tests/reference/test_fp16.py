@@ -16,6 +16,8 @@ from edgefuse.reference.fp16 import (
 from edgefuse.reference.onnx_runner import run_onnx, with_outputs
 from tests.quantize.graphs import conv_net, feeds, make_model, node
 
+pytestmark = pytest.mark.ort
+
 LEVELS = [
     ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,

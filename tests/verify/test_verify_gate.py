@@ -11,6 +11,8 @@ from edgefuse.reference.compare import compare_arrays
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.verify import verify
 
+pytestmark = pytest.mark.ort
+
 
 def _scale_model(factor: float, shape=(2, 3)) -> onnx.ModelProto:
     graph = helper.make_graph(

@@ -15,6 +15,9 @@ from edgefuse.quantize import quantize
 from edgefuse.reference.compare import compare_arrays
 from edgefuse.verify import verify
 from edgefuse.verify.layers import compare_layers
+from tests.needs import optional
+
+pytestmark = pytest.mark.ort
 
 
 def _model(nodes, inputs, outputs, weights) -> onnx.ModelProto:
@@ -122,7 +125,7 @@ def test_quantized_candidate_rows_skip_casts_and_isolate_fully():
 
 
 def test_cli_per_layer_writes_json_and_plot(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
+    optional("matplotlib")
     source = tmp_path / "m.onnx"
     onnx.save(_overflowing(), source)
     report_json, plot = tmp_path / "r.json", tmp_path / "r.png"

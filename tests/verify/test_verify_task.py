@@ -10,6 +10,8 @@ from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 from edgefuse.verify import verify
 
+pytestmark = pytest.mark.ort
+
 
 def _model(nodes, inputs, outputs, weights=()) -> onnx.ModelProto:
     graph = oh.make_graph(

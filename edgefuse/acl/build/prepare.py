@@ -14,12 +14,13 @@ depending on how the file spells it. This step changes the spelling only:
   of the model. 11 by default, the opset Ascend's own samples export for 310/310B
   (Ascend/ModelZoo-PyTorch ACL_PyTorch/built-in/cv/Yolov5_for_Pytorch/README.md; reference
   ascend-toolchain.md §1.2). Up-conversion uses ``onnx.version_converter``; down-conversion
-  ``_downgrade`` (onnx's converter lacks most down-adapters); nodes of a parser plugin (the
-  edgefuse ops register theirs at opsets 8-18) pass it unchanged, and the decompositions of moved
-  custom nodes are dropped, since a model-local function pins the opset it imports.
+  ``edgefuse.convert.opset_downgrade`` (onnx's converter lacks most down-adapters); nodes of a
+  parser plugin (the edgefuse ops register theirs at opsets 8-18) pass it unchanged, and the
+  decompositions of moved custom nodes are dropped, since a model-local function pins the opset
+  it imports.
 
 Then the prepared model and the original run on ONNX Runtime CPU on the same seeded inputs and
-every output must reach cosine >= 0.99999 (``edgefuse.verify``); each gear shape must also run.
+every output must reach cosine >= 0.99999 (``edgefuse.reference``); each gear shape must also run.
 
 Why not ``edgefuse.convert``: it converts within its own supported range (11..21) with its own
 tolerance and no notion of the parser table; here the target opset is chosen per op by the table

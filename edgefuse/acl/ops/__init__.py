@@ -13,6 +13,6 @@ derived stays hand-written next to the spec: the kernel, and the C++ bodies of I
 the verifier. The tests still parse the rendered files and compare them with the spec and with
 the kernel's Python signature, so a rendering bug or a kernel that drifted from its spec fails.
 
-Modules: ``_spec`` (OpSpec), ``registry`` (ALL_OPS), ``host`` (run on ONNX Runtime via the
+Modules: ``spec`` (OpSpec), ``registry`` (ALL_OPS), ``host`` (run on ONNX Runtime via the
 decompositions), ``_render`` (Ascend text), ``build`` (``edgefuse ops build``).
 """

@@ -5,6 +5,8 @@ import pytest
 from edgefuse.acl.atc.options import AtcOptions, shell_quote
 from edgefuse.errors import InputError
 
+pytestmark = pytest.mark.unit
+
 BASE = dict(model="model.onnx", output="model", soc_version="Ascend310B4")
 
 

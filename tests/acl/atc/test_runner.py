@@ -9,6 +9,8 @@ from edgefuse.acl.atc.codes import KNOWN_CODES, find_diagnostics
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
 from tests.acl.models import FAKES, hide_atc, put_fake_atc_on_path
 
+pytestmark = pytest.mark.standin
+
 ARGV = ["atc", "--framework=5", "--model=model.onnx", "--output=model",
         "--soc_version=Ascend310B4", "--input_shape=x:1,3,8,8", "--log=error"]
 

@@ -15,6 +15,8 @@ import pytest
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.errors import InputError
 
+pytestmark = pytest.mark.unit
+
 IMAGENET = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
 
 GOLDEN_BGR_CROP = """\

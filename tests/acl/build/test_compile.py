@@ -15,6 +15,9 @@ from edgefuse.manifest import read_manifest
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
 from tests.acl.models import conv_relu, hide_atc, make_model, node, put_fake_atc_on_path
+from tests.needs import optional
+
+pytestmark = [pytest.mark.ort, pytest.mark.standin]
 
 SOC = "Ascend310B4"
 
@@ -224,8 +227,9 @@ def test_inspect_exit_codes_and_json(tmp_path, capsys, model_path):
     assert data["model_findings"][0]["check"] == "dynamic-input"
 
 
+@pytest.mark.torch
 def test_a_torch_exported_cnn_compiles_with_parity(monkeypatch, tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = optional("torch")
     hide_atc(monkeypatch)
     torch.manual_seed(0)
     net = torch.nn.Sequential(
@@ -248,9 +252,10 @@ def test_a_torch_exported_cnn_compiles_with_parity(monkeypatch, tmp_path):
                                run_onnx(original, feeds)["probs"], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.torch
 def test_every_catalogue_model_compiles_with_parity(monkeypatch, tmp_path):
     """The done-criterion of compile, on the tiny variants of the model catalogue."""
-    pytest.importorskip("torch")
+    optional("torch")
     from edgefuse import models  # noqa: PLC0415 - needs torch
     from edgefuse.convert import convert  # noqa: PLC0415 - needs torch
 

@@ -15,8 +15,11 @@ from edgefuse.models import CATALOGUE
 from edgefuse.optimize import optimize
 from edgefuse.verify import verify
 from tests.acl.models import hide_atc
+from tests.needs import optional
 
-pytest.importorskip("torch")
+pytestmark = [pytest.mark.torch, pytest.mark.ort]
+
+optional("torch")
 
 
 def test_swish_rewritten_yolov8n_compiles_with_parity(monkeypatch, tmp_path):

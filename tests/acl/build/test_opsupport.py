@@ -13,6 +13,8 @@ from edgefuse.acl.build.opsupport import (
 )
 from tests.acl.models import conv_relu, make_model, node
 
+pytestmark = pytest.mark.unit
+
 
 def _nms_model(inputs, *, constant=True, max_boxes=10):
     """boxes/scores graph inputs -> NonMaxSuppression with the given optional inputs."""

@@ -9,6 +9,8 @@ from edgefuse.acl.build.precision import KeepFp32, plan_precision, read_keep_fp3
 from edgefuse.errors import InputError
 from tests.acl.models import make_model, node
 
+pytestmark = pytest.mark.unit
+
 
 def _model():
     return make_model(

@@ -12,6 +12,8 @@ from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
 from tests.acl.models import conv_relu, make_model, node
 
+pytestmark = pytest.mark.ort
+
 
 def _same_outputs(a, b, shapes=None):
     feeds = random_feeds(input_specs(a if shapes is None else shapes), seed=5)

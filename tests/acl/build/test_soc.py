@@ -7,6 +7,8 @@ import pytest
 from edgefuse.acl.build.soc import KNOWN_SOCS, detect_soc, parse_npu_smi_info, validate_soc
 from edgefuse.errors import InputError, ToolError
 
+pytestmark = pytest.mark.unit
+
 # Captured `npu-smi info` outputs, as published (whitespace as printed), in captures/:
 # npu_smi_310.txt      Atlas 200 DK (Ascend 310), npu-smi 23.0.0 (a public README, via code search)
 # npu_smi_310b4.txt    Atlas 200I DK A2 / OrangePi AIpro, npu-smi 23.0.0 (nputop's "npusmi_nohbm"

@@ -20,6 +20,8 @@ from edgefuse.acl.ops.registry import ALL_OPS
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError, ToolError
 
+pytestmark = pytest.mark.standin
+
 FAKE_MSOPGEN = r"""#!/bin/bash
 echo "$@" >> "$FAKE_LOG"
 out=""

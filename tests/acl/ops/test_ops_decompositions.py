@@ -17,6 +17,8 @@ from edgefuse.acl.ops.swish.spec import SWISH
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
 from tests.acl.ops.ops_testing import run_decomposition
 
+pytestmark = pytest.mark.ort
+
 
 def assert_same(got, want, *, rtol=0.0, atol=0.0):
     assert len(got) == len(want)

@@ -19,6 +19,8 @@ from edgefuse.acl.ops.swish.spec import SWISH
 from edgefuse.errors import InputError
 from tests.acl.ops.ops_testing import run_ort
 
+pytestmark = pytest.mark.ort
+
 
 def bare_swish_model(opset: int, **attributes) -> onnx.ModelProto:
     """Swish then Relu, the Swish node as a hand-written exporter would leave it."""

@@ -24,6 +24,8 @@ from edgefuse.acl.ops.registry import ALL_OPS, select_ops
 from edgefuse.acl.ops.spec import DEVICE_DTYPES, DOMAIN, register_onnx_schemas
 from edgefuse.errors import InputError
 
+pytestmark = pytest.mark.unit
+
 SOC = validate_soc("Ascend310B4")
 FILES = project_files(ALL_OPS, SOC)
 INI_TO_DEVICE = {v: k for k, v in _render.INI_DTYPES.items()}

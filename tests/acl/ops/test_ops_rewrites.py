@@ -19,6 +19,8 @@ from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from tests.acl.ops.ops_testing import run_ort
 from tests.optimize.graphs import assert_fired, assert_refused, make_model, node, op_types, random
 
+pytestmark = pytest.mark.ort
+
 SOC = "Ascend310B4"
 
 

@@ -15,6 +15,8 @@ import pytest
 
 from edgefuse.acl.ops.registry import ALL_OPS
 
+pytestmark = pytest.mark.unit
+
 ops = pytest.mark.parametrize("spec", ALL_OPS, ids=lambda spec: spec.name)
 
 
