@@ -27,7 +27,7 @@ from edgefuse.errors import InputError, Ref
 from edgefuse.fallback.ort_session import PROVIDERS
 from edgefuse.model_source import resolve_source
 from edgefuse.models import get_entry
-from edgefuse.reference.feeds import random_feeds
+from edgefuse.reference.feeds import FeedSource, feed_set
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
 
@@ -139,12 +139,14 @@ def bench(
     compare_onnxruntime: bool = True,
     torch_model: Any = None,
     seed: int = 0,
+    inputs: FeedSource | None = None,
     progress: bool = False,
     **options: Any,
 ) -> BenchReport:
     """Time ``model`` on the backend ``open_session`` picks, next to raw ONNX Runtime and, given
     ``torch_model`` (an ``nn.Module``, a catalogue name, a TorchScript file or a torch.export
-    ``.pt2`` file), PyTorch eager."""
+    ``.pt2`` file), PyTorch eager. ``inputs``: an .npz (or the first sample of a folder) to time
+    on instead of seeded random feeds."""
     if iterations is not None and seconds is not None:
         raise InputError("give iterations or seconds, not both", reference=Ref.BAD_BENCH_OPTIONS)
     if (iterations is not None and iterations < 1) or (seconds is not None and seconds <= 0) \
@@ -156,7 +158,7 @@ def bench(
     source = resolve_source(model)
     session = open_session(source, backends, strict=strict, validate=False, **options)
     with session:
-        feeds = random_feeds(session.inputs, batch=batch, seed=seed)
+        feeds = feed_set(session.inputs, inputs, seed=seed, batch=batch)[0]
         effective_batch = next(iter(feeds.values())).shape[0] if feeds else 1
         runners: dict[str, Callable[[], Any]] = {
             f"edgefuse/{session.backend}": lambda: session.run(feeds)}

@@ -18,11 +18,17 @@ import sys
 
 from edgefuse._files import write_text
 from edgefuse.benchmark import bench
-from edgefuse.cli._session_args import add_session_arguments, backends_from, session_options
+from edgefuse.cli._session_args import (
+    add_inputs_argument,
+    add_session_arguments,
+    backends_from,
+    session_options,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_session_arguments(parser)
+    add_inputs_argument(parser, "inputs to time on")
     parser.add_argument("--batch", type=int, metavar="N", help="batch size of the inputs")
     parser.add_argument("--warmup", type=int, default=10, metavar="N",
                         help="untimed runs per runner first (default 10)")
@@ -45,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         backends_from(args),
         strict=args.strict,
         batch=args.batch,
+        inputs=args.inputs,
         warmup=args.warmup,
         iterations=args.iterations,
         seconds=args.seconds,

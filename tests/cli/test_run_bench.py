@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
+import logging
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,35 @@ def test_run_saves_outputs_equal_to_raw_onnxruntime(model, tmp_path, capsys):
         assert saved["features"].tobytes() == expected[1].tobytes()
 
 
+def test_run_and_bench_read_the_inputs_files_verify_and_quantize_read(model, tmp_path, capsys,
+                                                                     caplog):
+    samples = [np.random.default_rng(seed).standard_normal((1, 3, 8, 8)).astype(np.float32)
+               for seed in (1, 2)]
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    for index, x in enumerate(samples):
+        np.savez(folder / f"{index}.npz", x=x)
+    raw = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    out = tmp_path / "one.npz"
+    assert cli_main.main(["run", str(model), "--backend", "cpu", "--inputs",
+                          str(folder / "0.npz"), "--save", str(out)]) == 0
+    with np.load(out) as saved:
+        assert saved["logits"].tobytes() == raw.run(None, {"x": samples[0]})[0].tobytes()
+    assert cli_main.main(["run", str(model), "--backend", "cpu", "--inputs", str(folder),
+                          "--save", str(out)]) == 0
+    with np.load(out) as saved:
+        assert sorted(saved.files) == ["0/features", "0/logits", "1/features", "1/logits"]
+        assert saved["1/logits"].tobytes() == raw.run(None, {"x": samples[1]})[0].tobytes()
+    assert cli_main.main(["bench", str(model), "--backend", "cpu", "--inputs", str(folder),
+                          "--iterations", "2", "--warmup", "0", "--no-onnxruntime"]) == 0
+    assert "x: float32[1,3,8,8]" in capsys.readouterr().out
+    np.save(tmp_path / "x.npy", samples[0])
+    with caplog.at_level(logging.WARNING):
+        assert cli_main.main(["run", str(model), "--backend", "cpu", "--input",
+                              f"x={tmp_path / 'x.npy'}"]) == 0
+    assert "--input NAME=FILE is deprecated" in caplog.text
+
+
 def test_run_with_an_unknown_input_name_is_a_user_error(model, tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 8), np.float32))
     code = cli_main.main(["run", str(model), "--backend", "cpu", "--input",
@@ -54,8 +84,8 @@ def test_run_with_an_unknown_input_name_is_a_user_error(model, tmp_path, capsys)
     assert "error[bad-input-argument]: --input names 'y'" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cv2") is not None, reason="OpenCV is installed")
-def test_image_input_without_opencv_names_the_extra(model, tmp_path, capsys):
+def test_image_input_without_opencv_names_the_extra(model, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cv2", None)  # as on a board without OpenCV
     (tmp_path / "frame.png").write_bytes(b"not really a png")
     code = cli_main.main(["run", str(model), "--backend", "cpu", "--input",
                           f"x={tmp_path / 'frame.png'}"])

@@ -2,11 +2,13 @@
 inputs, names kept through the conversion, errors and exit codes."""
 
 import json
+import sys
 
 import numpy as np
 import onnx
 import pytest
 
+import edgefuse
 from edgefuse.acl.build.precision import read_keep_fp32
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
@@ -15,6 +17,9 @@ from edgefuse.quantize import quantize
 from tests.quantize.graphs import cancellation, conv_net, make_model, node
 
 pytestmark = pytest.mark.ort
+
+# The package attribute edgefuse.quantize is the function; the module is in sys.modules.
+quantize_module = sys.modules["edgefuse.quantize"]
 
 
 def _sigmoid_net() -> onnx.ModelProto:
@@ -108,3 +113,28 @@ def test_cli_usage_errors_and_policy_listing(tmp_path, capsys):
     assert main(["quantize", str(source), "-o", str(fp16), "--fp16"]) == 0
     assert main(["quantize", str(fp16), "-o", str(tmp_path / "again.onnx"), "--fp16"]) == 2
     assert "error[already-fp16]" in capsys.readouterr().err
+
+
+def test_an_optimized_model_is_not_optimized_again(monkeypatch):
+    runs = []
+    real = quantize_module.optimize
+    monkeypatch.setattr(quantize_module, "optimize", lambda m: runs.append(m) or real(m))
+    raw = quantize(conv_net())
+    assert len(runs) == 1 and raw.report.optimize["ran"]
+    stamped = optimize(conv_net()).model
+    assert {p.key: p.value for p in stamped.metadata_props}["edgefuse.optimize"] == "cpu"
+    again = quantize(stamped)
+    assert len(runs) == 1 and not again.report.optimize["ran"]
+    assert "optimized already" in again.report.optimize["reason"]
+    assert [n.name for n in again.model.graph.node] == [n.name for n in raw.model.graph.node]
+
+
+def test_the_report_hands_compile_the_keep_set_in_memory(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", "")  # no atc: compile writes the build without running ATC
+    model = _sigmoid_net()
+    result = quantize(model, keep_fp32="Sigmoid,conv")
+    build = edgefuse.compile(optimize(model).model, "Ascend310B4", tmp_path / "build",
+                             keep_fp32=result.report.keep)
+    assert (tmp_path / "build" / "keep_dtype.cfg").read_text() == "conv\ngate\n"
+    assert build.manifest.extra["precision"]["keep_fp32"] == {"nodes": ["conv", "gate"],
+                                                              "op_types": ["Sigmoid"]}

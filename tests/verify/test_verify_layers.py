@@ -146,3 +146,20 @@ def test_verify_emulates_fp16_candidates_by_default():
     plain = verify(_chain(), quantized, inputs={"x": X}, emulate_fp16=False)
     assert emulated.emulated_fp16 and emulated.min_cosine == 0.999
     assert emulated.outputs[0].max_abs_error > plain.outputs[0].max_abs_error
+
+
+def test_per_layer_verify_infers_the_candidates_shapes_once(monkeypatch):
+    reference = _chain()
+    candidate = quantize(reference, keep_fp32="none").model
+    candidate.graph.name = "candidate"
+    inferred = []
+    real = onnx.shape_inference.infer_shapes
+
+    def counting(model, *args, **kwargs):
+        inferred.append(model.graph.name)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting)
+    result = verify(reference, candidate, per_layer=True)
+    assert result.layers is not None and result.layers.rows
+    assert inferred.count("candidate") == 1

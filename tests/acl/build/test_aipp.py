@@ -14,6 +14,7 @@ import pytest
 
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.errors import InputError
+from tests.needs import optional
 
 pytestmark = pytest.mark.unit
 
@@ -225,3 +226,20 @@ def test_from_yaml(tmp_path):
     path.write_text("input_format: BGR888\nsource_size: [640, 480]\nscale: 0.00392156862745098\n")
     spec = AippSpec.from_yaml(path)
     assert spec.source_size == (640, 480) and spec.var_reci == (0.00392156862745098,) * 3
+
+
+@pytest.mark.parametrize(("fmt", "csc"), [("YUV420SP", "jpeg"), ("YVU420SP", "bt601_narrow"),
+                                          ("YUV420SP", "bt709_narrow"), ("RGB888", "jpeg"),
+                                          ("BGR888", "jpeg")])
+def test_frames_made_from_a_bgr_image_come_back_as_the_image(fmt, csc):
+    """frame_from_bgr is the inverse of what AIPP undoes: flat 2x2 blocks survive the chroma
+    subsampling, so the model input is the image's RGB within the 8-bit CSC rounding."""
+    optional("cv2")
+    spec = AippSpec.from_dict({"input_format": fmt, "source_size": [8, 6], "csc": csc,
+                               "scale": 1.0})
+    blocks = np.random.default_rng(3).integers(20, 236, (3, 4, 3), dtype=np.uint8)
+    image = blocks.repeat(2, axis=0).repeat(2, axis=1)  # BGR, 6 x 8
+    frame = spec.frame_from_bgr(image)
+    assert frame.dtype == np.uint8 and frame.shape == spec.frame_shape()
+    rgb = spec.emulate(frame, layout="NHWC")[0]
+    np.testing.assert_allclose(rgb, image[..., ::-1].astype(np.float32), atol=3)

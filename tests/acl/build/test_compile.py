@@ -10,10 +10,14 @@ import onnx
 import pytest
 
 from edgefuse._version import __version__
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.build.compile import compile_model
 from edgefuse.cli import main as cli_main
+from edgefuse.cli.main import main
 from edgefuse.manifest import read_manifest
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
+from edgefuse.runtime import open_session
 from tests.acl.models import conv_relu, hide_atc, make_model, node, put_fake_atc_on_path
 from tests.needs import optional
 
@@ -268,3 +272,35 @@ def test_every_catalogue_model_compiles_with_parity(monkeypatch, tmp_path):
         assert _compile(source, "--soc", SOC, "-o", out) == 0, name
         prepare = read_manifest(out).extra["prepare"]
         assert prepare["parity"]["checked"] and prepare["parity"]["min_cosine"] >= 0.99999, name
+
+
+def test_the_aipp_record_written_by_compile_is_what_every_reader_acts_on(monkeypatch, tmp_path):
+    """compile writes the record; the manifest reader, the host session and `run` on an image
+    file all act on it, and agree with AIPP's own emulation of the same frame."""
+    cv2 = optional("cv2")
+    hide_atc(monkeypatch)
+    model_file = tmp_path / "net.onnx"
+    onnx.save(conv_relu(opset=11, size=8), model_file)
+    spec = AippSpec.from_dict({"input_format": "BGR888", "source_size": [10, 12],
+                               "crop": [1, 2, 8, 8], "mean": [123.675, 116.28, 103.53],
+                               "std": [58.395, 57.12, 57.375]})
+    out = tmp_path / "build"
+    compile_model(model_file, SOC, out, aipp=spec)
+    record = read_manifest(out).preprocess
+    assert (record.spec, record.input, record.related_input_rank) == (spec, "x", 0)
+    assert record.model_input_shape == (1, 3, 8, 8)
+    prepared = onnx.load(out / "model.onnx")
+    image = np.random.default_rng(4).integers(0, 256, (30, 25, 3), dtype=np.uint8)
+    cv2.imwrite(str(tmp_path / "photo.png"), image)
+    frame = spec.frame_from_bgr(image)
+    assert frame.shape == record.frame_shape
+    expected = run_onnx(prepared, {"x": spec.emulate(frame)})["y"]
+    with open_session(out, "cpu") as session:
+        assert [(s.name, s.shape, s.dtype) for s in session.inputs] == [
+            ("x", (1, 12, 10, 3), np.dtype(np.uint8))]
+        np.testing.assert_allclose(session.run({"x": frame[np.newaxis]})["y"], expected,
+                                   rtol=1e-6, atol=1e-6)
+    saved = tmp_path / "out.npz"
+    assert main(["run", str(out), "--backend", "cpu", "--input", f"x={tmp_path / 'photo.png'}",
+                 "--save", str(saved)]) == 0
+    np.testing.assert_allclose(np.load(saved)["y"], expected, rtol=1e-6, atol=1e-6)
