@@ -7,12 +7,20 @@ the reason of each refusal per node, tags the nodes it creates with the rule id,
 traceable (a fused node takes the name of the node it replaces) and makes the names of new
 initializers unique, because onnxscript would otherwise overwrite an existing initializer of the
 same name.
+
+Every replacement is also checked against the schemas of the opset the model imports before it
+is applied: a rule may build an op that only exists in a newer opset (HardSwish is opset 14; a
+Paddle or older PyTorch export is often 11-13), or spell an op the newer way (Unsqueeze's axes as
+an input from opset 13). Such a rewrite is refused, with the reason in the report, instead of
+leaving a model that no runtime loads.
 """
 
 from __future__ import annotations
 
 import itertools
 
+import onnx
+import onnx.checker
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, MatchStatus, RewriteRule
 
@@ -70,12 +78,43 @@ class RecordingRule(RewriteRule):
         )
         if delta is None:
             return None
+        problem = _invalid_at_opset(delta.new_nodes, graph_or_function.opset_imports, model)
+        if problem is not None:
+            self.stats.reject(_node_key(node), problem)
+            return None
         self.stats.apply(_node_key(node))
         _name_new_nodes(delta.new_nodes, delta.match.nodes, node, self.rule_id)
         _uniquify_initializers(delta.new_initializers, graph_or_function)
         for new_node in delta.new_nodes:
             new_node.metadata_props[RULE_TAG] = self.rule_id
         return delta
+
+
+def _invalid_at_opset(new_nodes, opset_imports, model: ir.Model) -> str | None:
+    """Why the replacement is not valid ONNX at the model's opsets, or None when it is."""
+    context = onnx.checker.C.CheckerContext()
+    context.ir_version = model.ir_version
+    context.opset_imports = {domain or "": version for domain, version in opset_imports.items()}
+    for new_node in new_nodes:
+        if new_node.domain not in ("", "ai.onnx"):
+            continue  # custom ops (edgefuse's) carry their own schema and function
+        # Nodes and values the rewrite creates get their names only when it is applied.
+        proto = onnx.helper.make_node(
+            new_node.op_type,
+            ["" if v is None else (v.name or f"_in{i}") for i, v in enumerate(new_node.inputs)],
+            [v.name or f"_out{i}" for i, v in enumerate(new_node.outputs)],
+            domain=new_node.domain,
+        )
+        proto.attribute.extend(ir.serde.serialize_attribute(a)
+                               for a in new_node.attributes.values())
+        try:
+            onnx.checker.check_node(proto, context)
+        except onnx.checker.ValidationError as exc:
+            opset = context.opset_imports.get("", "?")
+            first = str(exc).strip().splitlines()[0]
+            return (f"the replacement {new_node.op_type} is not valid at the model's opset "
+                    f"{opset} ({first})")
+    return None
 
 
 def _node_key(node: ir.Node) -> str:
