@@ -35,7 +35,7 @@ from edgefuse.convert.onnx_load import check_domains, check_graph_inputs, check_
 from edgefuse.convert.opset_downgrade import DowngradeError, downgrade
 from edgefuse.errors import InputError, ModelLoadError, Ref
 from edgefuse.reference.feeds import input_specs, random_feeds
-from edgefuse.reference.onnx_runner import run_onnx
+from edgefuse.reference.onnx_runner import RUN_FAILURES, run_onnx
 
 # 11: the oldest opset ONNX Runtime, the onnx version converter and Ascend's parser all handle
 # well (older models are upgraded to it). 21: the newest this release verifies end to end; CANN 7
@@ -252,25 +252,25 @@ def _verify_conversion(
     feeds = random_feeds(input_specs(before), seed=_PARITY_SEED)
     try:
         expected = run_onnx(before, feeds)
-    except ort_errors() as exc:
+    except RUN_FAILURES as exc:
         if target > current:
             logger.warning(
                 "opset %d -> %d upgrade not verified: ONNX Runtime cannot run the original (%s)",
-                current, target, str(exc).splitlines()[0],
+                current, target, exc.message,
             )
             return
         raise ModelLoadError(
             f"cannot verify the down-conversion from opset {current} to {target}: ONNX Runtime "
             "cannot run the original model",
-            context=str(exc).strip(),
+            context=exc.message,
             reference=Ref.OPSET_CONVERSION_FAILED,
         ) from exc
     try:
         actual = run_onnx(after, feeds)
-    except ort_errors() as exc:
+    except RUN_FAILURES as exc:
         raise ModelLoadError(
             f"the model converted from opset {current} to {target} does not run",
-            context=str(exc).strip(),
+            context=exc.message,
             hint="choose a higher --opset",
             reference=Ref.OPSET_CONVERSION_FAILED,
         ) from exc

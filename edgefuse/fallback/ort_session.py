@@ -30,8 +30,7 @@ import onnx.inliner
 
 from edgefuse._deps import require
 from edgefuse._graph_walk import all_nodes
-from edgefuse.acl.ops.host import inline_custom_ops
-from edgefuse.acl.ops.registry import OPS_BY_NAME
+from edgefuse.acl.ops.host import host_runnable_model
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.errors import (
     BackendUnavailableError,
@@ -80,41 +79,6 @@ def probe_provider(backend: str) -> Availability:
         f"onnxruntime {ort.__version__} has no {provider} (it has {', '.join(available)}); "
         f"install {package}" + (" with TensorRT" if backend == "tensorrt" else ""),
     )
-
-
-def inline_local_functions(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Replace every call to a model-local function by its body, so ONNX Runtime sees plain ops.
-
-    Custom ``edgefuse`` ops ship as model-local functions (their decompositions into standard
-    ops): ATC keeps the node for its custom-op package, host backends run the decomposition.
-    When every custom op is one edgefuse declares (``edgefuse.acl.ops``), its declared
-    decomposition is used, with the node's default attributes written out (``onnx.inliner``
-    does not substitute them); other custom ops must carry their own function. A custom-domain
-    node without a decomposition is an error: no host backend could run it.
-    """
-    custom = {node.op_type for node in all_nodes(model.graph) if node.domain == CUSTOM_DOMAIN}
-    if custom and custom <= OPS_BY_NAME.keys():
-        model = inline_custom_ops(model)
-    defined = {(f.domain, f.name) for f in model.functions}
-    missing = sorted({
-        f"{node.domain}::{node.op_type}" for node in all_nodes(model.graph)
-        if node.domain == CUSTOM_DOMAIN and (node.domain, node.op_type) not in defined
-    })
-    if missing:
-        raise ModelLoadError(
-            f"the model uses custom op(s) {', '.join(missing)} without a decomposition",
-            hint="export with edgefuse so each custom op carries its ONNX function, or run the "
-            "model on the acl backend where the op is compiled in",
-            reference=Ref.CUSTOM_OP_WITHOUT_DECOMPOSITION,
-        )
-    if not model.functions:
-        return model
-    inlined = onnx.inliner.inline_local_functions(model)
-    used = {node.domain for node in all_nodes(inlined.graph)}
-    kept = [o for o in inlined.opset_import if o.domain in ("", "ai.onnx") or o.domain in used]
-    del inlined.opset_import[:]
-    inlined.opset_import.extend(kept)
-    return inlined
 
 
 def session_options(
@@ -268,7 +232,7 @@ class OrtSession(Session):
 def _model_for_ort(model: str | os.PathLike[str] | onnx.ModelProto) -> str | bytes:
     """A path when ONNX Runtime can read the file as it is, else bytes of the inlined model."""
     if isinstance(model, onnx.ModelProto):
-        return inline_local_functions(model).SerializeToString()
+        return host_runnable_model(model).SerializeToString()
     path = Path(model)
     if not path.is_file():
         raise InputError(f"'{path}' does not exist", reference=Ref.MODEL_NOT_FOUND)
@@ -279,7 +243,7 @@ def _model_for_ort(model: str | os.PathLike[str] | onnx.ModelProto) -> str | byt
     if not header.functions and not any(n.domain == CUSTOM_DOMAIN for n in all_nodes(header.graph)):
         return str(path)
     onnx.load_external_data_for_model(header, str(path.parent))
-    return inline_local_functions(header).SerializeToString()
+    return host_runnable_model(header).SerializeToString()
 
 
 def _spec(arg: Any) -> TensorSpec:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections import Counter
 from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
 
 from edgefuse._files import check_output_path, save_onnx, write_text
+from edgefuse.acl.ops.spec import DOMAIN
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
 from edgefuse.optimize.report import RewriteReport
@@ -53,7 +55,14 @@ def optimize(
     in_ir = isinstance(model, ir.Model)
     ir_model = model.clone() if in_ir else ir.serde.deserialize_model(load_model(model, copy=False))
     _initializers_out_of_inputs(ir_model)
+    foreign = _foreign_ops(ir_model)
     report = run_pipeline(ir_model, pipeline, rules)
+    if foreign:
+        report.notes.append(
+            f"{sum(foreign.values())} node(s) of custom domains passed through unchanged "
+            f"({', '.join(f'{op} x{n}' for op, n in sorted(foreign.items()))}): no rule rewrites "
+            "them or folds across them, and verify runs them only if they carry an ONNX function"
+        )
     ir_model.metadata_props[OPTIMIZED_KEY] = pipeline.target
     result = ir.serde.serialize_model(ir_model)
     _check(result)
@@ -62,6 +71,15 @@ def optimize(
     if report_path is not None:
         write_text(report_path, report.dumps())
     return OptimizeResult(ir_model if in_ir else result, report)
+
+
+def _foreign_ops(model: ir.Model) -> Counter:
+    """Ops of domains edgefuse has no rules or schemas for (edgefuse's own ops excluded)."""
+    return Counter(
+        f"{node.domain}::{node.op_type}"
+        for node in ir.traversal.RecursiveGraphIterator(model.graph)
+        if node.domain not in ("", "ai.onnx", "ai.onnx.ml", DOMAIN)
+    )
 
 
 def _initializers_out_of_inputs(model: ir.Model) -> None:

@@ -65,6 +65,7 @@ class RewriteReport:
     passes: list[PassRecord] = dataclasses.field(default_factory=list)
     rounds: int = 0
     seconds: float = 0.0
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def nodes_before(self) -> int:
@@ -85,6 +86,7 @@ class RewriteReport:
             "seconds": round(self.seconds, 4),
             "rules": [stats.to_json() for stats in self.rules.values()],
             "passes": [dataclasses.asdict(record) for record in self.passes],
+            "notes": self.notes,
         }
 
     def dumps(self) -> str:
@@ -120,6 +122,7 @@ class RewriteReport:
         quiet = [stats.rule_id for stats in self.rules.values() if stats.matched == 0]
         if quiet:
             lines.append(f"no match: {', '.join(quiet)}")
+        lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
 

@@ -11,9 +11,10 @@ import onnxruntime as ort
 import pytest
 
 from edgefuse import runtime
+from edgefuse.acl.ops.host import host_runnable_model
 from edgefuse.errors import BackendUnavailableError, ModelLoadError
 from edgefuse.fallback import ort_session
-from edgefuse.fallback.ort_session import OrtSession, inline_local_functions, session_options
+from edgefuse.fallback.ort_session import OrtSession, session_options
 from tests.model_builders import (
     conv_net,
     fp16_model,
@@ -70,7 +71,7 @@ def test_fp16_io_keeps_fp16():
 
 def test_custom_op_function_is_inlined_and_runs():
     model = hardswish_function_model()
-    inlined = inline_local_functions(model)
+    inlined = host_runnable_model(model)
     assert not inlined.functions
     assert {n.domain for n in inlined.graph.node} == {""}
     assert [o.domain for o in inlined.opset_import] == [""]
@@ -99,7 +100,7 @@ def test_declared_custom_op_runs_through_its_declared_decomposition(alpha):
 
 def test_model_without_functions_is_left_alone():
     model = conv_net()
-    assert inline_local_functions(model) is model
+    assert host_runnable_model(model) is model
 
 
 def test_custom_op_without_decomposition_is_refused():

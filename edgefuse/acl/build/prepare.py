@@ -38,7 +38,6 @@ import numpy as np
 import onnx
 
 from edgefuse._graph_walk import all_nodes
-from edgefuse._ort import ort_errors
 from edgefuse.acl.build.opsupport import DEFAULT_DOMAINS, load_table, opset_imports
 from edgefuse.acl.ops.host import inline_custom_ops
 from edgefuse.acl.ops.registry import OPS_BY_NAME
@@ -49,7 +48,7 @@ from edgefuse.convert.opset_downgrade import DowngradeError, downgrade
 from edgefuse.errors import InputError, ModelLoadError, Ref
 from edgefuse.reference.compare import compare_arrays
 from edgefuse.reference.feeds import input_specs, random_feeds
-from edgefuse.reference.onnx_runner import run_onnx
+from edgefuse.reference.onnx_runner import RUN_FAILURES, run_onnx
 from edgefuse.session import TensorSpec
 
 DEFAULT_TARGET_OPSET = 11
@@ -354,16 +353,16 @@ def _check_parity(
     original, prepared = host_runnable(original), host_runnable(prepared)
     try:
         expected = run_onnx(original, feeds)
-    except ort_errors() as exc:  # recorded in the manifest, and logged
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except RUN_FAILURES as exc:  # recorded in the manifest, and logged
+        reason = exc.message
         logger.warning("parity not checked: ONNX Runtime cannot run the original: %s", reason)
         return {"checked": False, "reason": f"ONNX Runtime cannot run the original: {reason}"}
     try:
         actual = run_onnx(prepared, feeds)
-    except ort_errors() as exc:
+    except RUN_FAILURES as exc:
         raise ModelLoadError(
             "the model prepared for ATC does not run on ONNX Runtime, the original does",
-            context=str(exc).strip(),
+            context=exc.message,
             hint="pass --opset with the model's own opset to skip the conversion",
             reference=Ref.PREPARE_PARITY_FAILED,
         ) from exc
@@ -429,10 +428,10 @@ def _check_gears_run(prepared: onnx.ModelProto, gears: Gears) -> None:
         feeds = _feeds(prepared, shapes)
         try:
             outputs = run_onnx(prepared, feeds)
-        except ort_errors() as exc:
+        except RUN_FAILURES as exc:
             raise InputError(
                 f"the model does not run at gear shape {dict(shapes)}",
-                context=str(exc).strip().splitlines()[0] if str(exc).strip() else None,
+                context=exc.message,
                 hint="the batch or image size is baked into the graph (e.g. a Reshape to a fixed "
                 "shape); re-export with dynamic axes or drop the gear option",
                 reference=Ref.GEAR_SHAPE_FAILS,

@@ -4,7 +4,8 @@ Why: a model the Ascend pipeline rewrote carries ``edgefuse::Swish`` / ``edgefus
 nodes; ATC maps them to the custom kernels, but ONNX Runtime, the verifier and Netron only know
 them through their ONNX functions. ``attach_functions`` makes the model self-describing (the
 functions travel as model-local functions, which ONNX Runtime runs directly);
-``inline_custom_ops`` replaces the nodes by their bodies for tools that do not run functions.
+``inline_custom_ops`` replaces the nodes by their bodies for tools that do not run functions, and
+``host_runnable_model`` does that for every host runner (the ONNX Runtime backends, verify).
 
 Two ONNX rules shape this module:
 
@@ -23,10 +24,11 @@ import onnx.inliner
 import onnx_ir as ir
 import onnxscript.version_converter
 
+from edgefuse._graph_walk import all_nodes
 from edgefuse._quiet import quiet_logger
 from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
 from edgefuse.acl.ops.spec import DOMAIN, FUNCTION_OPSET, OpSpec, register_onnx_schemas
-from edgefuse.errors import InputError, Ref
+from edgefuse.errors import InputError, ModelLoadError, Ref
 
 
 def custom_op_nodes(graph: ir.Graph) -> list[ir.Node]:
@@ -131,4 +133,39 @@ def inline_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
     opsets = [entry for entry in inlined.opset_import if entry.domain != DOMAIN]
     del inlined.opset_import[:]
     inlined.opset_import.extend(opsets)
+    return inlined
+
+
+def host_runnable_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as ONNX Runtime can run it: every model-local function call replaced by its body.
+
+    Custom ``edgefuse`` ops ship as model-local functions (their decompositions into standard
+    ops): ATC keeps the node for its custom-op package, host backends run the decomposition.
+    When every custom op is one edgefuse declares (``edgefuse.acl.ops``), its declared
+    decomposition is used, with the node's default attributes written out (``onnx.inliner``
+    does not substitute them); other custom ops must carry their own function. A custom-domain
+    node without a decomposition is an error: no host backend could run it.
+    """
+    custom = {node.op_type for node in all_nodes(model.graph) if node.domain == DOMAIN}
+    if custom and custom <= OPS_BY_NAME.keys():
+        model = inline_custom_ops(model)
+    defined = {(f.domain, f.name) for f in model.functions}
+    missing = sorted({
+        f"{node.domain}::{node.op_type}" for node in all_nodes(model.graph)
+        if node.domain == DOMAIN and (node.domain, node.op_type) not in defined
+    })
+    if missing:
+        raise ModelLoadError(
+            f"the model uses custom op(s) {', '.join(missing)} without a decomposition",
+            hint="export with edgefuse so each custom op carries its ONNX function, or run the "
+            "model on the acl backend where the op is compiled in",
+            reference=Ref.CUSTOM_OP_WITHOUT_DECOMPOSITION,
+        )
+    if not model.functions:
+        return model
+    inlined = onnx.inliner.inline_local_functions(model)
+    used = {node.domain for node in all_nodes(inlined.graph)}
+    kept = [o for o in inlined.opset_import if o.domain in ("", "ai.onnx") or o.domain in used]
+    del inlined.opset_import[:]
+    inlined.opset_import.extend(kept)
     return inlined
