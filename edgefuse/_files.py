@@ -3,6 +3,11 @@
 Why: a crash or a user error half-way through must never leave a truncated ``.onnx`` or report
 behind that a later stage would pick up. Every output is written to a temporary name in the same
 directory and renamed into place only once it is complete.
+
+The temporary file and folder functions create 0600 files and 0700 folders; what is renamed into
+place gets the modes a plain ``open``/``mkdir`` would have given it (0644/0755 under the usual
+umask), so that ATC run as root, or the board's service user, can read a build made by someone
+else.
 """
 
 from __future__ import annotations
@@ -19,6 +24,25 @@ from edgefuse.errors import InputError, Ref
 
 # protobuf cannot serialise a message of 2 GiB or more; larger models go to external data.
 _PROTOBUF_LIMIT = 2**31 - 1
+# What open() and mkdir() ask for before the umask: rw-rw-rw- and rwxrwxrwx.
+FILE_MODE, DIRECTORY_MODE = 0o666, 0o777
+
+
+def umask() -> int:
+    """This process's umask, read without changing it (Linux's /proc), else set and restored."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    current = os.umask(0o022)  # no /proc: the classic read, racy only against another umask call
+    os.umask(current)
+    return current
+
+
+def publish_directory(path: str | os.PathLike[str]) -> None:
+    """Give a folder made by ``tempfile.mkdtemp`` (0700) the mode ``mkdir`` would have given it."""
+    os.chmod(path, DIRECTORY_MODE & ~umask())
 
 
 def check_output_path(path: str | os.PathLike[str]) -> Path:
@@ -54,6 +78,7 @@ def atomic_output(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Pa
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, FILE_MODE & ~umask())
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -209,9 +209,15 @@ class AclSession(Session):
     def _binding_info(self, index: int, kind: str) -> tuple[int, str, tuple[int, ...], np.dtype,
                                                              int]:
         mdl = self._acl.mdl
-        get_dims = mdl.get_input_dims if kind == "input" else mdl.get_output_dims
+        # For an input behind static AIPP, get_input_dims reports the image as N,H,W,C whatever
+        # its format, while get_input_dims_v2 reports the buffer: N,H*1.5,W,1 for YUV420SP, whose
+        # product is get_input_size_by_index (aclpythondevg "get_input_dims_v2", Atlas 200I DK
+        # A2 23.0.RC2 aadgp/aclpythondevg_01_0190). The frame a user feeds is that buffer.
+        use_v2 = kind == "input" and hasattr(mdl, "get_input_dims_v2")
+        get_dims = (mdl.get_input_dims_v2 if use_v2 else
+                    mdl.get_input_dims if kind == "input" else mdl.get_output_dims)
         dims, ret = get_dims(self._desc, index)
-        check(ret, f"acl.mdl.get_{kind}_dims")
+        check(ret, "acl.mdl.get_input_dims_v2" if use_v2 else f"acl.mdl.get_{kind}_dims")
         # Output names can come back as "node:0:name"; the tensor name is the last part.
         name = str(dims["name"]).split(":")[-1]
         get_type = mdl.get_input_data_type if kind == "input" else mdl.get_output_data_type
@@ -226,7 +232,10 @@ class AclSession(Session):
                 "--dynamic_image_size, --dynamic_dims)",
                 reference=Ref.UNSUPPORTED_DYNAMIC_OM,
             )
-        return index, name, tuple(int(d) for d in dims["dims"]), dtype, size
+        shape = tuple(int(d) for d in dims["dims"])
+        if use_v2 and dtype == np.uint8 and len(shape) == 4 and shape[-1] == 1:
+            shape = shape[:-1]  # a YUV420SP frame: (N, H * 3 / 2, W), as the manifest records it
+        return index, name, shape, dtype, size
 
     def _read_gears(self) -> OmGears:
         mdl = self._acl.mdl

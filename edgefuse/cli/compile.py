@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  parity with the input on ONNX Runtime: min cosine {parity['min_cosine']:.8f}")
     else:
         print(f"  parity not checked: {parity.get('reason')}")
+    for note in result.manifest.extra["precision"]["notes"]:
+        print(f"  precision: {note}")
     warnings = [(n.name, f) for n in result.op_support.nodes for f in n.findings]
     for name, finding in warnings:
         print(f"  warning[{finding.check}] {name}: {finding.message}")

@@ -4,6 +4,7 @@ injection at every call, and no growth in live allocations over 10,000 runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import threading
@@ -14,6 +15,8 @@ import pytest
 from acl_standin import AclStandIn, FakeOm, FakeTensor
 
 from edgefuse import open_session
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.build.compile import compile_model
 from edgefuse.acl.resources import RUNTIME
 from edgefuse.acl.return_codes import AclError
 from edgefuse.acl.session import AclSession
@@ -87,7 +90,7 @@ OPEN_SEQUENCE = [
     "acl.init", "acl.get_soc_name", "acl.rt.set_device", "acl.rt.create_context",
     "acl.rt.create_stream", "acl.rt.get_run_mode", "acl.mdl.create_desc",
     "acl.mdl.load_from_file", "acl.mdl.get_desc",
-    "acl.mdl.get_num_inputs", "acl.mdl.get_input_dims", "acl.mdl.get_input_data_type",
+    "acl.mdl.get_num_inputs", "acl.mdl.get_input_dims_v2", "acl.mdl.get_input_data_type",
     "acl.mdl.get_input_size_by_index",
     "acl.mdl.get_num_outputs",
     *["acl.mdl.get_output_dims", "acl.mdl.get_output_data_type",
@@ -157,6 +160,36 @@ def test_an_aipp_build_takes_the_same_frames_on_the_board_and_the_host(standin, 
         assert board.backend == "acl" and host.backend == "cpu"
         assert board.inputs == host.inputs
         assert board.run({"x": frame}).keys() == host.run({"x": frame}).keys()
+
+
+def test_an_nv12_frame_has_one_shape_on_the_board_the_host_and_in_the_manifest(
+        standin, tmp_path, monkeypatch):
+    """pyACL's get_input_dims says N,H,W,C for an input behind YUV420SP AIPP, while the buffer
+    holds N*1.5H*W bytes: the session reads get_input_dims_v2, so a real NV12 frame is accepted
+    and one of the wrong size is refused before it overflows the device buffer."""
+    monkeypatch.setenv("PATH", "")  # no atc: compile writes the build, the OM is registered below
+    spec = AippSpec.from_dict({"input_format": "YUV420SP", "source_size": [8, 8], "scale": 0.01})
+    build = tmp_path / "nv12"
+    compile_model(save(conv_net(), tmp_path / "net.onnx"), "Ascend310B4", build, aipp=spec)
+    seen = {}
+    om = FakeOm(inputs=[FakeTensor("x", (1, 8, 8, 3), U8, aipp_format="YUV420SP_U8")],
+                outputs=[FakeTensor("logits", (1, 5), F32), FakeTensor("features", (1, 4), F32)],
+                compute=lambda f: seen.update(f) or [np.zeros((1, 5)), np.zeros((1, 4))])
+    standin.register_model(build / "model.om", om)
+    manifest = read_manifest(build, check_files=False)
+    write_manifest(build, dataclasses.replace(manifest, om="model.om"))
+    frame_shape = (1, 12, 8)  # (N, 1.5 * 8, 8): the NV12 bytes
+    assert read_manifest(build).inputs[0].shape == frame_shape
+    frame = np.random.default_rng(0).integers(0, 256, frame_shape, dtype=np.uint8)
+    with open_session(build) as board, open_session(build, backends="cpu") as host:
+        assert board.backend == "acl"
+        assert board.inputs[0].shape == host.inputs[0].shape == frame_shape
+        board.run({"x": frame})
+        host.run({"x": frame})
+        np.testing.assert_array_equal(seen["x"], frame)
+        with pytest.raises(InputError, match=r"input 'x' expects uint8\[1,12,8\], got "
+                                             r"uint8\[1,8,8,3\]"):
+            board.run({"x": np.zeros((1, 8, 8, 3), np.uint8)})
 
 
 def test_fp16_and_uint8_io(standin, tmp_path):

@@ -74,14 +74,30 @@ class FakeTensor:
     dtype: np.dtype
     max_dims: tuple[int, ...] | None = None  # for the buffer size of gear tensors
     acl_type: int | None = None  # to declare an aclDataType numpy has no dtype for
+    # A static-AIPP input's image format. For "YUV420SP_U8", ``dims`` are the N,H,W,C that
+    # get_input_dims reports; get_input_dims_v2 and the buffer are N,H*1.5,W,1 (aclpythondevg
+    # "get_input_dims_v2" table 1).
+    aipp_format: str | None = None
 
     @property
     def acl_dtype(self) -> int:
         return self.acl_type if self.acl_type is not None else ACL_DTYPE_OF[self.dtype]
 
     @property
+    def dims_v2(self) -> tuple[int, ...]:
+        if self.aipp_format == "YUV420SP_U8":
+            n, h, w, _ = self.dims
+            return n, h * 3 // 2, w, 1
+        return self.dims
+
+    @property
+    def buffer_dims(self) -> tuple[int, ...]:
+        """The shape of the bytes the model reads (the YUV frame, not its N,H,W,C)."""
+        return self.dims_v2 if self.aipp_format else (self.max_dims or self.dims)
+
+    @property
     def size(self) -> int:
-        return math.prod(self.max_dims or self.dims) * self.dtype.itemsize
+        return math.prod(self.buffer_dims) * self.dtype.itemsize
 
 
 @dataclasses.dataclass
@@ -237,6 +253,8 @@ class AclStandIn(types.ModuleType):
             "get_num_inputs": ("value", lambda d: len(self._om(d).all_inputs())),
             "get_num_outputs": ("value", lambda d: len(self._om(d).outputs)),
             "get_input_dims": ("tuple", lambda d, i: self._dims(self._om(d).all_inputs()[i])),
+            "get_input_dims_v2": ("tuple", lambda d, i: self._dims(
+                self._om(d).all_inputs()[i], v2=True)),
             "get_output_dims": ("tuple", self._output_dims),
             "get_input_data_type": ("value", lambda d, i: self._om(d).all_inputs()[i].acl_dtype),
             "get_output_data_type": ("value", lambda d, i: self._om(d).outputs[i].acl_dtype),
@@ -300,8 +318,9 @@ class AclStandIn(types.ModuleType):
         return self._loaded[model_id].om
 
     @staticmethod
-    def _dims(tensor: FakeTensor) -> tuple[dict[str, Any], int]:
-        return {"name": tensor.name, "dimCount": len(tensor.dims), "dims": list(tensor.dims)}, 0
+    def _dims(tensor: FakeTensor, v2: bool = False) -> tuple[dict[str, Any], int]:
+        dims = tensor.dims_v2 if v2 else tensor.dims
+        return {"name": tensor.name, "dimCount": len(dims), "dims": list(dims)}, 0
 
     # --- acl / acl.rt ------------------------------------------------------------------------
 
@@ -583,8 +602,9 @@ class AclStandIn(types.ModuleType):
         return 0
 
     def _input_shapes(self, om: FakeOm, gear: Any) -> list[tuple[int, ...]]:
-        if not om.dynamic:
-            return [t.dims for t in om.inputs]
+        if not om.dynamic:  # what the model computes on: a YUV frame as its bytes, (N, 1.5H, W)
+            return [t.dims_v2[:-1] if t.aipp_format == "YUV420SP_U8" else t.dims
+                    for t in om.inputs]
         kind, value = gear
         if kind == "batch":
             return [tuple(value if d < 0 else d for d in t.dims) for t in om.inputs]

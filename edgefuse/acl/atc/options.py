@@ -37,9 +37,10 @@ PRECISION_MODES: tuple[str, ...] = (
     "cube_fp16in_fp32out",
 )
 MIXED_PRECISION_MODES = ("allow_mix_precision", "allow_mix_precision_fp16")
-# Modes under which a per-node "keep in fp32" list changes nothing: every op already keeps (or is
-# forced to) fp32, so ATC ignores --keep_dtype there.
-KEEP_DTYPE_IGNORED_MODES = ("must_keep_origin_dtype", "force_fp32", "cube_fp16in_fp32out")
+# The only mode under which ATC ignores --keep_dtype: "does not take effect when --precision_mode
+# is set to must_keep_origin_dtype" (atlasatcparam_16_0074, canncommercial/800 and /850). Under
+# force_fp32 and cube_fp16in_fp32out it still applies, so it is written there too.
+KEEP_DTYPE_IGNORED_MODES = ("must_keep_origin_dtype",)
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
 MAX_GEARS = 100
 MAX_GEAR_VALUE = 2048

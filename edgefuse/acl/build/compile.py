@@ -27,7 +27,7 @@ from typing import Any
 
 import onnx
 
-from edgefuse._files import save_onnx
+from edgefuse._files import publish_directory, save_onnx
 from edgefuse._version import __version__
 from edgefuse.acl.atc.options import AtcOptions
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
@@ -38,6 +38,7 @@ from edgefuse.acl.build.precision import (
     MIXLIST_FILE,
     NOTHING_KEPT,
     KeepFp32,
+    origin_dtype_warning,
     plan_keep_fp32,
 )
 from edgefuse.acl.build.prepare import (
@@ -130,6 +131,11 @@ def compile_model(
         raise _unsupported(report, soc_name)
     aipp_record = _aipp_record(prepared.model, input_names, aipp) if aipp is not None else None
     plan = plan_keep_fp32(prepared.model, keep_fp32).for_mode(precision)
+    family = validate_soc(soc_name).short_name
+    dtype_warning = origin_dtype_warning(prepared.model, precision, family)
+    if dtype_warning is not None:
+        logger.warning("%s", dtype_warning)
+        plan.decisions["notes"].append(dtype_warning)
     options = AtcOptions(
         model=MODEL_FILE,
         output=OM_PREFIX,
@@ -146,6 +152,7 @@ def compile_model(
 
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        publish_directory(staging)
         save_onnx(prepared.model, staging / MODEL_FILE)
         files = [MODEL_FILE, SCRIPT_FILE, REPORT_FILE]
         _write(staging / SCRIPT_FILE, _script(options, soc_name), executable=True)

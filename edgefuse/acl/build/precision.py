@@ -117,7 +117,8 @@ class KeepPlan:
             return PrecisionPlan(mode, None, None, decisions)
         if mode in KEEP_DTYPE_IGNORED_MODES:
             decisions["notes"].append(
-                f"{mode} computes every op in fp32 already; no keep list needed")
+                f"{mode} keeps every op in the model's own precision; ATC ignores --keep_dtype "
+                "there, so no keep list is written")
             return PrecisionPlan(mode, None, None, decisions)
         decisions["keep_dtype_nodes"] = list(self.node_names)
         keep_text = "".join(f"{name}\n" for name in self.node_names) or None
@@ -145,6 +146,35 @@ def plan_keep_fp32(model: onnx.ModelProto, keep: KeepFp32) -> KeepPlan:
     notes = (f"no node of op types {absent_types} in the model",) if absent_types else ()
     ir_types = tuple(_ir_types(model, keep.op_types)) if keep.op_types else ()
     return KeepPlan(keep, tuple(dict.fromkeys([*keep.nodes, *by_type])), ir_types, notes)
+
+
+# Ops the AI Core's Cube unit computes; on the 310 and 310B it multiplies in float16 only.
+_CUBE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+_FP16_CUBE_FAMILIES = ("ascend310", "ascend310b")
+
+
+def origin_dtype_warning(model: onnx.ModelProto, mode: str, soc_family: str) -> str | None:
+    """Why ``must_keep_origin_dtype`` will hurt this model on this chip, or None.
+
+    The mode keeps every op in its original dtype and "does not support lowering precision": an
+    op whose AI Core kernel lacks float32 runs as an AI CPU op if one exists, else the build
+    fails (CANN 6.3 ATC guide, --precision_mode, canncommercial/63RC2 atctool_000093). The Cube
+    kernels of the Ascend 310 and 310B take float16 only, so every float32 convolution and matrix
+    product of an FP32 model goes to the board's slow ARM cores, or the build stops.
+    """
+    if mode != "must_keep_origin_dtype" or soc_family not in _FP16_CUBE_FAMILIES:
+        return None
+    float32 = onnx.TensorProto.FLOAT
+    inputs = {v.name: v.type.tensor_type.elem_type for v in model.graph.input}
+    inputs.update({t.name: t.data_type for t in model.graph.initializer})
+    cube = [n.name or n.op_type for n in model.graph.node if n.op_type in _CUBE_OPS
+            and any(inputs.get(name) == float32 for name in n.input[1:2])]
+    if not cube:
+        return None
+    return (f"--precision_mode=must_keep_origin_dtype keeps {len(cube)} float32 "
+            f"convolution/matrix node(s) in float32, which the {soc_family} AI Core cannot run: "
+            "ATC sends them to the AI CPU (far slower) or fails; use force_fp16 with a keep list "
+            "(edgefuse quantize --report, compile --keep-fp32-from) instead")
 
 
 def plan_precision(model: onnx.ModelProto, mode: str, keep: KeepFp32) -> PrecisionPlan:

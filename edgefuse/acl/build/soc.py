@@ -43,8 +43,11 @@ _FAMILIES: tuple[tuple[str, tuple[str, ...], str], ...] = (
         "Atlas 200I DK A2, Atlas 200I/500 A2, OrangePi AIpro",
     ),
     (
+        # The platform names CANN ships for the family: Ascend C's ascend310p_list
+        # (ascend310p1/3/5/7, cmake soc lists of cannmirror/asc-devkit) and torch_npu's
+        # SocVersion; P2 and P4 exist in torch_npu's enum only.
         "ascend310p",
-        ("Ascend310P1", "Ascend310P2", "Ascend310P3", "Ascend310P4"),
+        ("Ascend310P1", "Ascend310P3", "Ascend310P5", "Ascend310P7"),
         "Atlas 300I Pro/Duo (Atlas inference series)",
     ),
     (

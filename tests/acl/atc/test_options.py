@@ -109,3 +109,10 @@ def test_shell_quote_escapes_what_bash_would_expand():
 def test_conflicts_are_refused(kwargs, match):
     with pytest.raises(InputError, match=match):
         AtcOptions(**BASE, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["force_fp32", "cube_fp16in_fp32out", "force_fp16"])
+def test_keep_dtype_is_accepted_where_atc_applies_it(mode):
+    argv = AtcOptions(**BASE, input_shape={"x": (1, 3, 8, 8)}, precision_mode=mode,
+                      keep_dtype="keep_dtype.cfg").to_argv()
+    assert "--keep_dtype=keep_dtype.cfg" in argv

@@ -304,3 +304,19 @@ def test_the_aipp_record_written_by_compile_is_what_every_reader_acts_on(monkeyp
     assert main(["run", str(out), "--backend", "cpu", "--input", f"x={tmp_path / 'photo.png'}",
                  "--save", str(saved)]) == 0
     np.testing.assert_allclose(np.load(saved)["y"], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_build_is_readable_by_other_users(monkeypatch, tmp_path, model_path):
+    """ATC often runs as root and the board's service as its own user: 0644 files in a 0755
+    folder (under the usual umask), not the 0600/0700 of temporary files."""
+    hide_atc(monkeypatch)
+    old = os.umask(0o022)
+    try:
+        assert _compile(model_path, "--soc", SOC, "-o", tmp_path / "b") == 0
+    finally:
+        os.umask(old)
+    build = tmp_path / "b"
+    assert oct(build.stat().st_mode & 0o777) == "0o755"
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in build.iterdir()}
+    assert modes.pop("compile.sh") == "0o755"
+    assert set(modes.values()) == {"0o644"}, modes

@@ -5,7 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from edgefuse.acl.build.precision import KeepFp32, plan_precision, read_keep_fp32
+from edgefuse.acl.build.precision import (
+    KeepFp32,
+    origin_dtype_warning,
+    plan_precision,
+    read_keep_fp32,
+)
 from edgefuse.errors import InputError
 from tests.acl.models import make_model, node
 
@@ -49,10 +54,26 @@ def test_mixed_precision_black_lists_ir_types_that_map_one_to_one():
     assert "conv" in plan.keep_dtype_text.split()
 
 
-def test_modes_that_keep_fp32_anyway_need_no_files():
+def test_only_must_keep_origin_dtype_ignores_the_keep_list():
     plan = plan_precision(_model(), "must_keep_origin_dtype", KeepFp32(("conv",)))
     assert plan.keep_dtype_text is None and plan.mixlist is None
-    assert "already" in plan.decisions["notes"][0]
+    assert "ATC ignores --keep_dtype there" in plan.decisions["notes"][0]
+    for mode in ("force_fp32", "cube_fp16in_fp32out"):  # ATC applies --keep_dtype under these
+        assert plan_precision(_model(), mode, KeepFp32(("conv",))).keep_dtype_text == "conv\n"
+
+
+@pytest.mark.parametrize(("soc", "mode", "warned"), [
+    ("ascend310b", "must_keep_origin_dtype", True),
+    ("ascend310", "must_keep_origin_dtype", True),
+    ("ascend310p", "must_keep_origin_dtype", False),
+    ("ascend310b", "force_fp16", False),
+])
+def test_must_keep_origin_dtype_on_a_float16_cube_is_warned_about(soc, mode, warned):
+    warning = origin_dtype_warning(_model(), mode, soc)
+    assert (warning is not None) == warned
+    if warned:
+        assert "keeps 1 float32 convolution/matrix node(s)" in warning
+        assert "AI CPU" in warning and "force_fp16" in warning
 
 
 def test_unknown_node_names_are_refused():

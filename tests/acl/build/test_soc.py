@@ -29,6 +29,11 @@ def test_known_socs_carry_their_op_info_short_names():
     assert all(name.startswith("Ascend") for name in KNOWN_SOCS)
 
 
+def test_the_310p_family_is_the_platform_names_cann_ships():
+    family = sorted(name for name, soc in KNOWN_SOCS.items() if soc.short_name == "ascend310p")
+    assert family == ["Ascend310P1", "Ascend310P3", "Ascend310P5", "Ascend310P7"]
+
+
 def test_wrong_spelling_gets_the_exact_name_in_the_hint():
     with pytest.raises(InputError, match="unknown soc '310b4'") as exc:
         validate_soc("310b4")
