@@ -40,6 +40,41 @@ def umask() -> int:
     return current
 
 
+def check_distinct_outputs(**paths: str | os.PathLike[str] | None) -> None:
+    """Every output path is writable and no two name the same file (a report written over the
+    model it describes would lose the model)."""
+    seen: dict[Path, str] = {}
+    for role, path in paths.items():
+        if path is None:
+            continue
+        check_output_path(path)
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise InputError(
+                f"the {role} and the {seen[resolved]} are the same file: '{path}'",
+                hint=f"give the {role} a path of its own",
+                reference=Ref.BAD_OUTPUT_PATH,
+            )
+        seen[resolved] = role
+
+
+def cannot_write(where: str | os.PathLike[str], exc: OSError) -> InputError:
+    """The user error for an output folder this process may not write in."""
+    return InputError(
+        f"cannot write in '{where}': {exc.strerror or exc}",
+        hint="choose an output folder you can write to, or fix its permissions (ls -ld)",
+        reference=Ref.CANNOT_WRITE,
+    )
+
+
+def temporary_directory_in(parent: str | os.PathLike[str], prefix: str) -> Path:
+    """``tempfile.mkdtemp`` in ``parent``, as a user error when the folder is not writable."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except OSError as exc:
+        raise cannot_write(parent, exc) from exc
+
+
 def publish_directory(path: str | os.PathLike[str]) -> None:
     """Give a folder made by ``tempfile.mkdtemp`` (0700) the mode ``mkdir`` would have given it."""
     os.chmod(path, DIRECTORY_MODE & ~umask())
@@ -73,7 +108,11 @@ def atomic_output(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Pa
     """Yield a temporary path next to ``path``; rename it to ``path`` only if the block succeeds."""
     target = Path(path)
     parent = check_output_path(target)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp", dir=parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp",
+                                        dir=parent)
+    except OSError as exc:
+        raise cannot_write(parent, exc) from exc
     os.close(fd)
     tmp = Path(tmp_name)
     try:

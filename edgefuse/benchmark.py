@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 
 from edgefuse._deps import require_torch
+from edgefuse.convert.torch_export import load_torchscript
 from edgefuse.errors import InputError, Ref
 from edgefuse.fallback.ort_session import PROVIDERS
 from edgefuse.model_source import resolve_source
@@ -232,7 +233,15 @@ def _torch_module(torch: Any, torch_model: Any) -> Any:
     if os.path.isfile(text):
         if text.endswith(".pt2"):  # a torch.export program (already inference-only)
             return torch.export.load(text).module()
-        return torch.jit.load(text, map_location="cpu").eval()
+        module = load_torchscript(text)
+        if module is None:
+            raise InputError(
+                f"'{text}' is not a TorchScript file (not even a zip archive)",
+                hint="--torch takes a catalogue name, a torch.export .pt2 file or a TorchScript "
+                "file saved with torch.jit.save",
+                reference=Ref.NOT_TORCHSCRIPT,
+            )
+        return module.eval()
     return get_entry(text).build("full")
 
 

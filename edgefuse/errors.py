@@ -44,6 +44,9 @@ class Ref(str, enum.Enum):
 
     # --- files, paths and models ----------------------------------------------------------------
     FILE_NOT_FOUND = "file-not-found", "a file named on the command line does not exist"
+    CANNOT_READ = "cannot-read", "a file exists but cannot be read (permissions, a folder, I/O)"
+    CANNOT_WRITE = "cannot-write", "an output cannot be written where it was asked for"
+    BAD_ARGUMENT = "bad-argument", "an argument is of the wrong type or outside its range"
     MODEL_NOT_FOUND = "model-not-found", "the model path does not exist"
     BAD_OUTPUT_PATH = "bad-output-path", "an output path cannot be written as asked"
     BAD_MODEL_FILE = "bad-model-file", "a model file has a suffix edgefuse cannot read"

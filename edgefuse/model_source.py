@@ -33,6 +33,12 @@ def resolve_source(model: str | os.PathLike[str] | onnx.ModelProto | ModelSource
         return model
     if isinstance(model, onnx.ModelProto):
         return ModelSource(model.graph.name or "<in-memory model>", model, None, None)
+    if not isinstance(model, (str, os.PathLike)):
+        raise InputError(
+            f"a model must be a BUILD_DIR, an .onnx or .om path, or an onnx.ModelProto, got "
+            f"{type(model).__name__}",
+            reference=Ref.BAD_MODEL_SOURCE,
+        )
     path = Path(model)
     if path.is_dir():
         manifest = read_manifest(path)

@@ -23,6 +23,7 @@ from typing import Any
 
 import onnx
 
+from edgefuse._checks import integer_at_least
 from edgefuse.acl.session import AclSession, probe_acl
 from edgefuse.errors import BackendUnavailableError, InputError, Ref
 from edgefuse.fallback.aipp_frames import AippFrameSession, wants_frames
@@ -176,6 +177,15 @@ def _check_options(options: Mapping[str, Any]) -> None:
             hint=f"known options: {', '.join(sorted(known))}",
             reference=Ref.UNKNOWN_SESSION_OPTION,
         )
+    for name in ("threads", "inter_op_threads"):
+        if options.get(name) is not None:
+            integer_at_least(name, options[name], 1)
+    if "device_id" in options:
+        integer_at_least("device_id", options["device_id"], 0)
+    for name in ("validate", "mem_pattern", "cpu_arena", "allow_cpu_nodes"):
+        if name in options and not isinstance(options[name], bool):
+            raise InputError(f"{name} must be True or False, got {options[name]!r}",
+                             reference=Ref.BAD_ARGUMENT)
 
 
 _warned: set[str] = set()

@@ -28,7 +28,7 @@ PACKAGE = ROOT / "edgefuse"
 # acl/session + fallback/ are the backends that runtime dispatches to.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaf", ("edgefuse._version", "edgefuse.errors", "edgefuse._deps", "edgefuse._files",
-              "edgefuse._graph_walk", "edgefuse._ort", "edgefuse._quiet")),
+              "edgefuse._graph_walk", "edgefuse._ort", "edgefuse._quiet", "edgefuse._checks")),
     ("contracts", ("edgefuse.session", "edgefuse.manifest", "edgefuse.model_source",
                    "edgefuse.metrics", "edgefuse.models", "edgefuse.acl.build.aipp",
                    "edgefuse.acl.build.soc", "edgefuse.acl.build.opsupport",

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import onnx
 
-from edgefuse._files import save_onnx
+from edgefuse._files import cannot_write, save_onnx
 from edgefuse.convert import convert
 from edgefuse.convert.torch_export import example_inputs_from_shapes, export_unfused
+from edgefuse.errors import InputError, Ref
 from edgefuse.models import CATALOGUE, get_entry
 from edgefuse.optimize import optimize
 from edgefuse.verify import verify
@@ -35,8 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.workdir:
-        Path(args.workdir).mkdir(parents=True, exist_ok=True)
-        return _demo(args, Path(args.workdir))
+        workdir = Path(args.workdir)
+        if workdir.exists() and not workdir.is_dir():
+            raise InputError(f"--workdir '{workdir}' is a file, not a folder",
+                             hint="name a folder (it is created if missing)",
+                             reference=Ref.BAD_OUTPUT_PATH)
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise cannot_write(workdir.parent, exc) from exc
+        return _demo(args, workdir)
     with tempfile.TemporaryDirectory(prefix="edgefuse-demo-") as workdir:
         return _demo(args, Path(workdir))
 

@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
+        parser.print_usage(sys.stderr)
+        print(f"error[{Ref.BAD_USAGE}]: no command given\n  hint: `edgefuse --help` lists the "
+              "commands, `edgefuse COMMAND --help` explains one", file=sys.stderr)
         return EXIT_USER_ERROR
     # Only edgefuse's own progress under -v: the libraries' INFO chatter is noise to users.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -38,10 +38,22 @@ def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
     if source.is_dir():
         raise InputError(f"'{source}' is a directory, not a model file",
                          reference=Ref.BAD_MODEL_FILE)
-    data = source.read_bytes()
+    data = read_bytes(source)
     model = _parse(data, source)
     _load_external_data(model, source)
     return model
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes; a file that is there but cannot be read is the user's to fix."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(
+            f"cannot read '{path}': {exc.strerror or exc}",
+            hint="check the file's permissions (ls -l) and that it is a regular file",
+            reference=Ref.CANNOT_READ,
+        ) from exc
 
 
 def load_model(
@@ -52,13 +64,94 @@ def load_model(
     Why the copy: the stages rewrite what they load, and a caller's ModelProto must come back
     exactly as it was handed in.
     """
+    if not isinstance(source, (onnx.ModelProto, str, os.PathLike)):
+        raise InputError(
+            f"a model must be an ONNX file path or an onnx.ModelProto, got "
+            f"{type(source).__name__}",
+            reference=Ref.BAD_MODEL_SOURCE,
+        )
     if not isinstance(source, onnx.ModelProto):
-        return load_onnx(source)
-    if not copy:
-        return source
-    duplicate = onnx.ModelProto()
-    duplicate.CopyFrom(source)
-    return duplicate
+        model = load_onnx(source)
+    elif copy:
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+    else:
+        model = source
+    check_structure(model)
+    return model
+
+
+def check_structure(model: onnx.ModelProto, *, where: str = "the model") -> None:
+    """Refuse a model no stage can work on: an unset or future IR version, a default-domain opset
+    newer than this onnx knows, a value written by two nodes, or a cycle.
+
+    Why here, and not onnx.checker: optimize, quantize and verify would otherwise fail deep inside
+    onnx-ir or ONNX Runtime, and the traceback would blame edgefuse for the model's problem; the
+    checker itself refuses models every runtime loads (a value_info without a shape), so only
+    what breaks the stages is checked.
+    """
+    if not 0 < model.ir_version <= onnx.IR_VERSION:
+        raise ModelLoadError(
+            f"{where} has IR version {model.ir_version}; this onnx reads 1 to {onnx.IR_VERSION}",
+            hint="re-export it with the onnx package edgefuse uses, or upgrade onnx",
+            reference=Ref.INVALID_MODEL,
+        )
+    newest = onnx.defs.onnx_opset_version()
+    opset = next((e.version for e in model.opset_import if e.domain in ("", "ai.onnx")), None)
+    if opset is not None and opset > newest:
+        raise ModelLoadError(
+            f"{where} declares opset {opset}, newer than the newest this onnx knows ({newest})",
+            hint="re-export the model at an opset edgefuse supports (11-21), or convert it: "
+            "edgefuse convert MODEL -o OUT --opset 17",
+            reference=Ref.UNSUPPORTED_OPSET,
+        )
+    _check_single_assignment(model.graph, where)
+    _check_acyclic(model.graph, where)
+
+
+def _check_single_assignment(graph: onnx.GraphProto, where: str) -> None:
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    for node in graph.node:
+        for name in node.output:
+            if not name:
+                continue
+            if name in defined:
+                raise ModelLoadError(
+                    f"{where} is not valid ONNX: value '{name}' is produced more than once "
+                    f"(again by {node.op_type} '{node.name or '(unnamed)'}')",
+                    hint="every value must have exactly one producer; re-export the model",
+                    reference=Ref.INVALID_MODEL,
+                )
+            defined.add(name)
+
+
+def _check_acyclic(graph: onnx.GraphProto, where: str) -> None:
+    """Kahn's algorithm over the main graph: a graph merely out of order is fine (optimize sorts
+    it), one whose nodes wait on each other in a circle is not."""
+    producer = {name: index for index, node in enumerate(graph.node) for name in node.output}
+    waiting = [{producer[i] for i in node.input if i in producer} for node in graph.node]
+    readers: dict[int, list[int]] = {}
+    for index, sources in enumerate(waiting):
+        for source in sources:
+            readers.setdefault(source, []).append(index)
+    ready = [index for index, sources in enumerate(waiting) if not sources]
+    done = 0
+    while ready:
+        current = ready.pop()
+        done += 1
+        for reader in readers.get(current, ()):
+            waiting[reader].discard(current)
+            if not waiting[reader]:
+                ready.append(reader)
+    if done < len(graph.node):
+        stuck = [n.name or f"{n.op_type} -> {n.output[0]}" for n, s in zip(graph.node, waiting,
+                                                                          strict=True) if s]
+        raise ModelLoadError(
+            f"{where} is not valid ONNX: its nodes form a cycle",
+            context="nodes on or behind the cycle: " + ", ".join(stuck[:_LISTED]),
+            hint="a graph must be acyclic; re-export the model",
+            reference=Ref.INVALID_MODEL,
+        )
 
 
 def check_domains(model: onnx.ModelProto, *, where: str = "the model") -> None:

@@ -98,6 +98,13 @@ def build_from_factory(spec: str) -> Any:
             hint="run from the directory that contains the package, or install it",
             reference=Ref.BAD_FACTORY,
         ) from None
+    except Exception as exc:  # noqa: BLE001 - the user's module: any failure is theirs to fix
+        raise InputError(
+            f"importing '{module_name}' for the factory '{spec}' raised {type(exc).__name__}",
+            context=_last_lines(exc),
+            hint=f"run `python -c 'import {module_name}'` to see the problem in your module",
+            reference=Ref.FACTORY_FAILED,
+        ) from None
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise InputError(

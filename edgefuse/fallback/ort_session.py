@@ -30,6 +30,7 @@ import onnx.inliner
 
 from edgefuse._deps import require
 from edgefuse._graph_walk import all_nodes
+from edgefuse._ort import ort_errors
 from edgefuse.acl.ops.host import host_runnable_model
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.errors import (
@@ -144,11 +145,12 @@ class OrtSession(Session):
             allow_cpu_nodes=allow_cpu_nodes,
         )
         providers = self._providers(provider, device_id, dict(provider_options or {}))
+        loadable = _model_for_ort(model)  # raises edgefuse's own errors: not wrapped below
         try:
             self._session = ort.InferenceSession(
-                _model_for_ort(model), options, providers=providers, enable_fallback=0
+                loadable, options, providers=providers, enable_fallback=0
             )
-        except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeError types
+        except ort_errors() as exc:
             raise self._creation_error(provider, exc) from exc
         actual = self._session.get_providers()
         if not actual or actual[0] != PROVIDERS[provider]:
@@ -238,8 +240,14 @@ def _model_for_ort(model: str | os.PathLike[str] | onnx.ModelProto) -> str | byt
         raise InputError(f"'{path}' does not exist", reference=Ref.MODEL_NOT_FOUND)
     try:
         header = onnx.load(str(path), load_external_data=False)
+    except OSError as exc:
+        raise InputError(f"cannot read '{path}': {exc.strerror or exc}",
+                         hint="check the file's permissions (ls -l)",
+                         reference=Ref.CANNOT_READ) from exc
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
-        raise ModelLoadError(f"'{path}' is not an ONNX model: {exc}") from exc
+        raise ModelLoadError(f"'{path}' is not an ONNX model: {exc}",
+                             hint="give the .onnx file edgefuse convert or compile wrote",
+                             reference=Ref.NOT_ONNX) from exc
     if not header.functions and not any(n.domain == CUSTOM_DOMAIN for n in all_nodes(header.graph)):
         return str(path)
     onnx.load_external_data_for_model(header, str(path.parent))

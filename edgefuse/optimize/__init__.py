@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import onnx
 import onnx_ir as ir
 
-from edgefuse._files import check_output_path, save_onnx, write_text
+from edgefuse._files import check_distinct_outputs, save_onnx, write_text
 from edgefuse.acl.ops.spec import DOMAIN
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
@@ -49,9 +49,7 @@ def optimize(
     """
     pipeline = pipeline_for(target)
     rules = select_rules(pipeline.rules, only, skip)
-    for path in (output, report_path):
-        if path is not None:
-            check_output_path(path)
+    check_distinct_outputs(model=output, report=report_path)
     in_ir = isinstance(model, ir.Model)
     ir_model = model.clone() if in_ir else ir.serde.deserialize_model(load_model(model, copy=False))
     _initializers_out_of_inputs(ir_model)

@@ -19,7 +19,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from edgefuse._files import save_onnx, write_text
+from edgefuse._checks import integer_at_least, number_in
+from edgefuse._files import check_distinct_outputs, save_onnx, write_text
 from edgefuse.acl.build.precision import plan_keep_fp32
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import InputError, Ref
@@ -82,13 +83,19 @@ def quantize(
     if not fp16:
         raise InputError("only FP16 quantization exists", hint="pass fp16=True (--fp16)",
                          reference=Ref.UNSUPPORTED_PRECISION)
-    if max_evaluations < 1 or budget_s <= 0:
+    if not isinstance(max_evaluations, int) or not isinstance(budget_s, (int, float)) or \
+            max_evaluations < 1 or not budget_s > 0:
         raise InputError("the search needs at least one evaluation and a positive time budget",
+                         context=f"max_evaluations={max_evaluations!r}, budget={budget_s!r}",
                          reference=Ref.BAD_SEARCH_BUDGET)
+    samples = integer_at_least("samples", samples, 1)
+    seed = integer_at_least("seed", seed, 0)
+    min_cosine = number_in("min_cosine", min_cosine, -1.0, 1.0)
+    check_distinct_outputs(model=output, report=report_path)
+    items = _keep_items(keep_fp32)
     original = load_model(model)
     fp32 = ir.serde.deserialize_model(original)  # the one proto -> IR conversion
     check_float32_model(fp32)
-    items = _keep_items(keep_fp32)
     feeds = feed_set(input_specs(original), inputs, seed=seed, samples=samples)
     misfits = _misfit_constants(original)
     optimized = None if OPTIMIZED_KEY in fp32.metadata_props else optimize(fp32)
@@ -174,6 +181,13 @@ def quantize(
 
 
 def _keep_items(keep_fp32: str | Sequence[str]) -> list[str]:
+    if not isinstance(keep_fp32, str) and not (
+            isinstance(keep_fp32, Sequence) and all(isinstance(i, str) for i in keep_fp32)):
+        raise InputError(
+            f"keep_fp32 must be 'auto', 'none', or node names / op types (a list of strings or "
+            f"one comma-separated string), got {keep_fp32!r}",
+            reference=Ref.BAD_KEEP_FP32,
+        )
     items = keep_fp32.split(",") if isinstance(keep_fp32, str) else list(keep_fp32)
     items = [item.strip() for item in items if item.strip()]
     if "none" in items and len(items) > 1:

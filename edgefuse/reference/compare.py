@@ -23,8 +23,9 @@ def compare_arrays(reference: np.ndarray, candidate: np.ndarray) -> tuple[float,
     """(cosine similarity, max absolute error, relative L2 error) computed in float64.
 
     Two all-zero tensors agree perfectly (cosine 1); one all-zero against a non-zero one does
-    not (cosine 0), rather than a division by zero. Non-finite values agree only where both
-    arrays hold the same ones; otherwise the cosine is NaN and the errors infinite.
+    not (cosine 0), rather than a division by zero. Infinities agree only where both arrays hold
+    the same ones; a NaN never agrees with anything, itself included (a model that computes NaN
+    has no parity to speak of). Where they do not agree, the cosine is NaN, the errors infinite.
     """
     ref = np.asarray(reference, dtype=np.float64).reshape(-1)
     cand = np.asarray(candidate, dtype=np.float64).reshape(-1)
@@ -33,7 +34,7 @@ def compare_arrays(reference: np.ndarray, candidate: np.ndarray) -> tuple[float,
     if ref.size == 0:
         return 1.0, 0.0, 0.0
     if not (np.all(np.isfinite(ref)) and np.all(np.isfinite(cand))):
-        same = np.array_equal(ref, cand, equal_nan=True)
+        same = np.array_equal(ref, cand)  # NaN != NaN
         return (1.0, 0.0, 0.0) if same else (float("nan"), float("inf"), float("inf"))
     diff = cand - ref
     ref_norm, cand_norm = np.linalg.norm(ref), np.linalg.norm(cand)

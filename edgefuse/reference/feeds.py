@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from edgefuse._checks import integer_at_least
 from edgefuse._deps import require
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.errors import InputError, Ref
@@ -65,6 +66,8 @@ def random_feeds(
     Floats are standard normal, uint8 spans 0..255 (a camera frame), bool 0..1, other integers
     0..9; the draws follow the order of ``specs``.
     """
+    if batch is not None:
+        integer_at_least("batch", batch, 1)
     rng = np.random.default_rng(seed)
     feeds = {}
     for spec in specs:

@@ -15,9 +15,11 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import onnx
 
-from edgefuse._files import write_text
+from edgefuse._checks import integer_at_least, non_negative_number, number_in
+from edgefuse._files import check_output_path, write_text
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs
 from edgefuse.reference.feeds import FeedSource, feed_set, input_specs
@@ -70,6 +72,9 @@ class VerifyResult:
                 f"{o.name:<{width}}  {o.cosine:>12.8f}  {o.max_abs_error:>12.4g}  "
                 f"{o.rel_l2_error:>12.4g}  {'ok' if o.passed else 'FAIL'}"
             )
+        lines += [f"note: output '{o.name}' holds NaN, or infinities where the other model does "
+                  "not: no agreement can be measured" for o in self.outputs
+                  if not np.isfinite(o.cosine)]
         if self.task is not None:
             lines.append(self.task.render())
         gate = f"cosine >= {self.min_cosine}"
@@ -115,6 +120,21 @@ def verify(
     the layer-by-layer comparison (first sample), ``plot_path`` its PNG; ``task`` adds top-k
     agreement, AP50/AP50:95 or mean IoU against the reference's decisions.
     """
+    samples = integer_at_least("samples", samples, 1)
+    seed = integer_at_least("seed", seed, 0)
+    if min_cosine is not None:
+        min_cosine = number_in("min_cosine", min_cosine, -1.0, 1.0)
+    if max_rel_l2 is not None:
+        max_rel_l2 = non_negative_number("max_rel_l2", max_rel_l2)
+    if alarm_cosine is not None:
+        alarm_cosine = number_in("layer_alarm", alarm_cosine, -1.0, 1.0)
+    if min_task_score is not None:
+        min_task_score = number_in("min_task_score", min_task_score, 0.0, 1.0)
+    if gt_conf is not None:
+        gt_conf = number_in("gt_conf", gt_conf, 0.0, 1.0)
+    for path in (json_path, plot_path):
+        if path is not None:
+            check_output_path(path)
     ref_model = load_model(reference, copy=False)
     cand_model = load_model(candidate, copy=False)
     feeds_list = feed_set(input_specs(ref_model), inputs, seed=seed, samples=samples)

@@ -58,9 +58,9 @@ def test_internal_error_exits_3_with_traceback(monkeypatch, capsys):
     assert "Traceback" in err and "ZeroDivisionError: boom" in err and "please report" in err
 
 
-def test_no_verb_prints_help_and_exits_2(capsys):
+def test_no_verb_prints_usage_on_stderr_and_exits_2(capsys):
     assert cli_main.main([]) == 2
-    assert "COMMAND" in capsys.readouterr().out
+    assert "COMMAND" in capsys.readouterr().err
 
 
 def test_bad_usage_exits_2(capsys):

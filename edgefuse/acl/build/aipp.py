@@ -139,7 +139,7 @@ class AippSpec:
     def from_yaml(cls, path: str | os.PathLike[str]) -> AippSpec:
         try:
             data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise _bad(f"cannot read the AIPP spec '{path}': {exc}") from exc
         return cls.from_dict(data or {})
 

@@ -20,19 +20,19 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 import onnx
 
-from edgefuse._files import publish_directory, save_onnx
+from edgefuse._checks import integer_at_least, positive_number
+from edgefuse._files import publish_directory, save_onnx, temporary_directory_in
 from edgefuse._version import __version__
 from edgefuse.acl.atc.options import AtcOptions
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
 from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.opsupport import OpSupportReport, check_model
+from edgefuse.acl.build.opsupport import OpSupportReport, check_model, load_table
 from edgefuse.acl.build.precision import (
     KEEP_DTYPE_FILE,
     MIXLIST_FILE,
@@ -54,6 +54,8 @@ from edgefuse.convert.onnx_load import graph_input_names, load_model
 from edgefuse.errors import InputError, Ref, ToolError
 from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
 
+# The oldest opset compile prepares a model at: ONNX Runtime (the parity gate) runs 7 and up.
+MIN_TARGET_OPSET = 7
 DEFAULT_ATC_TIMEOUT_S = 3 * 3600.0  # ResNet-class models take minutes; big ones on a board, hours
 MODEL_FILE = "model.onnx"
 OM_PREFIX = "model"
@@ -110,6 +112,14 @@ def compile_model(
     Ascend optimizer rewrote compiles as it is;
     ``echo`` receives ATC's output line by line while it runs.
     """
+    integer_at_least("opset", opset, MIN_TARGET_OPSET)
+    if opset > load_table().max_opset:
+        raise InputError(
+            f"opset must be at most {load_table().max_opset} (the newest ATC's ONNX parser "
+            f"handles), got {opset}",
+            reference=Ref.BAD_ARGUMENT,
+        )
+    positive_number("atc_timeout", atc_timeout)
     soc_name = _resolve_soc(soc)
     atc = find_atc()
     if require_atc and atc is None:
@@ -150,7 +160,7 @@ def compile_model(
     )
     argv = options.to_argv()
 
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging = temporary_directory_in(out.parent, f".{out.name}.")
     try:
         publish_directory(staging)
         save_onnx(prepared.model, staging / MODEL_FILE)
@@ -399,7 +409,7 @@ def _write(path: Path, text: str, *, executable: bool = False) -> None:
 def _move_into_place(staging: Path, out: Path, overwrite: bool) -> None:
     """Rename the finished staging directory to ``out``; an old build is replaced only now."""
     if overwrite and out.is_dir():
-        retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+        retired = temporary_directory_in(out.parent, f".{out.name}.old.")
         os.replace(out, retired / out.name)
         os.replace(staging, out)
         shutil.rmtree(retired, ignore_errors=True)

@@ -109,8 +109,24 @@ def make_gears(
             hint="ATC accepts one kind of gear per model",
             reference=Ref.BAD_ATC_OPTIONS,
         )
+    for gear in [*(dynamic_batch or ()), *(v for hw in dynamic_image_size or () for v in hw)]:
+        if isinstance(gear, bool) or not isinstance(gear, int) or gear < 1:
+            raise InputError(
+                f"gear sizes must be positive integers, got "
+                f"{list(dynamic_batch or dynamic_image_size or ())}",
+                hint="e.g. --dynamic-batch 1,2,4 or --dynamic-image-size 480,640;720,1280",
+                reference=Ref.BAD_ATC_OPTIONS,
+            )
     shapes = _declared_shapes(model)
     if dynamic_batch is not None:
+        scalars = [name for name, shape in shapes.items() if not shape]
+        if scalars:
+            raise InputError(
+                f"--dynamic-batch gears dimension 0 of every input, but "
+                f"{', '.join(repr(n) for n in scalars)} is a scalar: it has no batch dimension",
+                hint="drop --dynamic-batch, or export the model with a batch dimension",
+                reference=Ref.BAD_ATC_OPTIONS,
+            )
         dims = {name: (0,) for name in shapes}
         gears = tuple(
             {name: (batch, *shape[1:]) for name, shape in shapes.items()} for batch in dynamic_batch
@@ -357,6 +373,17 @@ def _check_parity(
         reason = exc.message
         logger.warning("parity not checked: ONNX Runtime cannot run the original: %s", reason)
         return {"checked": False, "reason": f"ONNX Runtime cannot run the original: {reason}"}
+    broken = [name for name, value in expected.items()
+              if value.dtype.kind == "f" and np.isnan(value).any()]
+    if broken:
+        raise ModelLoadError(
+            f"the model computes NaN on seeded random inputs (output(s) {', '.join(broken)}), "
+            "so no build of it can be checked",
+            context=f"seeded random inputs, seed {PARITY_SEED}",
+            hint="look for NaN weights (numpy.isnan on the initializers) or a division by zero; "
+            "`edgefuse verify MODEL MODEL --per-layer` shows the first layer that gives NaN",
+            reference=Ref.PREPARE_PARITY_FAILED,
+        )
     try:
         actual = run_onnx(prepared, feeds)
     except RUN_FAILURES as exc:
