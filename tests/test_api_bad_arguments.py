@@ -55,6 +55,8 @@ def model(tmp_path):
      "gear sizes must be positive"),
     (lambda m: edgefuse.convert(42), "cannot convert a int"),
     (lambda m: bench(m, "cpu", iterations=0), "must be positive"),
+    (lambda m: edgefuse.open_session(m, "cpu").run({"x": np.array([["a"]])}),
+     r"input 'x' expects float32\[1,3,8,8\], got string\[1,1\]"),
 ])
 def test_a_bad_argument_is_an_edgefuse_error(model, call, match):
     with pytest.raises(EdgefuseError, match=match):

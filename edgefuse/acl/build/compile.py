@@ -279,7 +279,13 @@ def _check_output_dir(out: Path, overwrite: bool) -> None:
             hint=f"create it first: mkdir -p {out.parent}",
             reference=Ref.BAD_OUTPUT_PATH,
         )
-    if out.exists() and not (overwrite and out.is_dir()):
+    if out.exists() and not out.is_dir():
+        raise InputError(
+            f"'{out}' is a file, not a build directory",
+            hint="choose another -o; --force only replaces a previous build directory",
+            reference=Ref.BAD_OUTPUT_PATH,
+        )
+    if out.exists() and not overwrite:
         raise InputError(
             f"'{out}' already exists",
             hint="choose another -o, or pass --force to replace a previous build directory",
