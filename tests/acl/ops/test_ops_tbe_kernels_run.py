@@ -58,6 +58,16 @@ def test_swish_builds_one_elementwise_kernel(records, dtype):
     assert len(records["dsl"]["tensor_list"]) == 2
 
 
+@pytest.mark.parametrize("soc", ["Ascend310", "Ascend310B4", "Ascend310P3", "Ascend910A"])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_swish_uses_float32_exp_only_where_the_chip_has_it(monkeypatch, soc, dtype):
+    """Ascend310 has float16 vexp only: float32 inputs take their exponent in float16 there."""
+    records = fake_tbe.install(monkeypatch, soc)
+    x = tensor((1, 2, 40, 40, 16), dtype, "NC1HWC0")
+    kernel(SWISH)(x, dict(x), alpha=1.0)
+    assert records["dsl"]["name"] == "edgefuse_swish"
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_depthwise_conv_builds_for_a_mobilenet_layer(records, bias):
     tik = kernel(DEPTHWISE_CONV)(

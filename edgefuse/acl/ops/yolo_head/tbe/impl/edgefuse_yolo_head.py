@@ -38,7 +38,7 @@ Chips: ``vec_sel`` mode 2 and float32 ``vec_reduce_max`` do not exist on Ascend3
 200/300/500 inference) or Ascend910 (Atlas training) -- TIK API pages vec_sel and vec_reduce_max
 (hiascend canncommercial/80RC1 apiref/opdevgapi/atlastikapi_07_0081.html, _0089.html) -- so the
 kernel refuses them and ``edgefuse ops build`` writes its op-info only for Ascend310B, Ascend310P
-and Ascend910B (``SUPPORTED_SOCS`` in the op's spec.py).
+and Ascend910B (``SUPPORTED_FAMILIES`` in the op's spec.py).
 """
 
 import tbe.common.platform as tbe_platform
