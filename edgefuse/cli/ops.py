@@ -69,6 +69,8 @@ def _list() -> None:
         print(f"edgefuse::{spec.name} -> {spec.ascend_type} ({spec.kernel_name}.py)")
         print(f"  {spec.doc}")
         print(f"  ({inputs}) -> ({outputs})")
+        families = ", ".join(spec.soc_families) if spec.soc_families else "every soc"
+        print(f"  kernel builds for: {families}")
         for attr in spec.attributes:
             default = "required" if attr.required else f"default {attr.default}"
             print(f"  {attr.name}: {attr.type}, {default} -- {attr.doc}")

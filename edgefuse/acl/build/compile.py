@@ -264,8 +264,8 @@ def run_instructions(result: BuildResult) -> str:
     )
     if result.custom_ops:
         lines += [
-            f"  # the model uses edgefuse custom ops ({custom_ops_text(result.custom_ops)}); "
-            "compile.sh stops unless their op package is installed:",
+            f"  # the model uses edgefuse custom ops ({custom_ops_text(result.custom_ops)}): ATC "
+            "fails with E16002 unless their op package is installed, so compile.sh checks:",
             f"  {steps['build']}",
             f"  # then {steps['install']}",
         ]

@@ -119,12 +119,13 @@ edgefuse_vendor_dirs() {
   local entry line vendor
   local -a entries vendors
   IFS=':' read -r -a entries <<< "${ASCEND_CUSTOM_OPP_PATH:-}"
-  for entry in "${entries[@]}"; do [ -z "$entry" ] || printf '%s\n' "$entry"; done
+  # ${a[@]+...}: an empty array under `set -u` on bash < 4.4
+  for entry in ${entries[@]+"${entries[@]}"}; do [ -z "$entry" ] || printf '%s\n' "$entry"; done
   local config="${ASCEND_OPP_PATH:-}/vendors/config.ini"
   if [ -n "${ASCEND_OPP_PATH:-}" ] && [ -f "$config" ]; then
     line="$(grep -E '^[[:space:]]*load_priority[[:space:]]*=' "$config" | head -n 1 || true)"
     IFS=',' read -r -a vendors <<< "${line#*=}"
-    for vendor in "${vendors[@]}"; do
+    for vendor in ${vendors[@]+"${vendors[@]}"}; do
       vendor="${vendor//[[:space:]]/}"
       [ -z "$vendor" ] || printf '%s\n' "$ASCEND_OPP_PATH/vendors/$vendor"
     done

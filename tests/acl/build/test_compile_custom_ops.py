@@ -77,7 +77,7 @@ def test_the_manifest_records_the_op_package_the_model_needs(monkeypatch, tmp_pa
     stdout = capsys.readouterr().out
     assert "needs edgefuse's op package for Swish x1" in stdout
     assert f"edgefuse ops build --soc {SOC} --ops Swish -o OPP_DIR" in stdout
-    assert "--no-custom-ops" in stdout
+    assert "--no-custom-ops" in stdout and "ATC fails with E16002 unless" in stdout
     record = json.loads((out / "manifest.json").read_text())["custom_ops"]
     assert record["required"] is True and record["soc"] == SOC
     assert record["ops"] == [{"onnx": "edgefuse::Swish", "ascend_type": "EdgefuseSwish",

@@ -249,6 +249,7 @@ def test_ops_list_names_every_op(capsys):
     out = capsys.readouterr().out
     for spec in ALL_OPS:
         assert f"edgefuse::{spec.name} -> {spec.ascend_type}" in out
+    assert "kernel builds for: ascend310b, ascend310p, ascend910b" in out
 
 
 # ---- the CANN versions the packages target ----------------------------------------------------
