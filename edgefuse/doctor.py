@@ -20,6 +20,7 @@ import sys
 from edgefuse._version import __version__
 from edgefuse.acl.atc.runner import cann_version, find_atc
 from edgefuse.acl.build.soc import detect_soc
+from edgefuse.acl.ops.toolkit import CANN_RANGE, cann_in_range
 from edgefuse.errors import EdgefuseError
 from edgefuse.runtime import BACKENDS, probe
 from edgefuse.session import Availability
@@ -108,12 +109,24 @@ def _nvidia_smi() -> Fact:
     return Fact("nvidia gpu", "; ".join(line.strip() for line in done.stdout.splitlines()))
 
 
+def _op_packages(version: str | None) -> Fact:
+    """Whether this toolkit can build edgefuse's op packages (TBE projects, see ops/toolkit)."""
+    fits = cann_in_range(version)
+    if fits is None:
+        return Fact("op packages", f"target {CANN_RANGE}; no CANN version to compare", ok=False)
+    if fits:
+        return Fact("op packages", f"target {CANN_RANGE}; CANN {version} builds them")
+    return Fact("op packages", f"target {CANN_RANGE}; CANN {version} is outside it: `edgefuse ops "
+                "build` refuses it, compile with --no-custom-ops", ok=False)
+
+
 def _cann() -> list[Fact]:
     version = cann_version()
     atc = find_atc()
     facts = [
         Fact("cann", version or "not found (ASCEND_HOME_PATH unset: source set_env.sh)",
              ok=version is not None),
+        _op_packages(version),
         Fact("atc", atc or "not on PATH", ok=atc is not None),
         Fact("pyacl", "importable" if importlib.util.find_spec("acl") else "not importable",
              ok=importlib.util.find_spec("acl") is not None),

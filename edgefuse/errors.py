@@ -131,6 +131,12 @@ class Ref(str, enum.Enum):
     BAD_OP_INPUT = "bad-op-input", "a custom op node has a wrong input"
     BAD_YOLO_HEAD = "bad-yolo-head", "the model's output cannot take the YOLO head op"
     OP_BUILD_FAILED = "op-build-failed", "building the custom-op package failed"
+    OP_NOT_ON_SOC = "op-not-on-soc", "a custom op's kernel uses instructions the soc lacks"
+    BAD_VENDOR_NAME = "bad-vendor-name", "an op package vendor name CANN cannot carry"
+    UNSUPPORTED_CANN = (
+        "unsupported-cann", "the CANN toolkit is outside the range the op packages target")
+    CUSTOM_OPS_NOT_INSTALLED = (
+        "custom-ops-not-installed", "the model needs edgefuse's op package, which ATC cannot find")
 
     # --- runtime ----------------------------------------------------------------------------------
     UNKNOWN_BACKEND = "unknown-backend", "a backend name is not one edgefuse knows"

@@ -5,6 +5,11 @@ keep_dtype.cfg when asked for, the op-support report and manifest.json. When `at
 (after sourcing CANN's set_env.sh) it runs it and adds model.om and atc.log; otherwise it prints
 how to run compile.sh on a CANN host and exits 0 (exit 2 with --require-atc).
 
+A model from `optimize --target <Ascend soc>` may carry edgefuse custom ops (Swish, ...): ATC
+parses them only with edgefuse's op package installed (`edgefuse ops build`), so the manifest
+records the dependency and the build checks for the package before ATC (exit 2 when it is
+missing). --no-custom-ops decomposes them into standard ONNX ops instead (no package needed).
+
 Examples:
   edgefuse compile resnet18.onnx --soc Ascend310B4 -o build/resnet18
   edgefuse compile yolo.onnx --soc Ascend310B4 -o build/yolo --aipp camera.yaml --dynamic-batch 1,4
@@ -18,7 +23,12 @@ import logging
 
 from edgefuse.acl.atc.options import PRECISION_MODES
 from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import DEFAULT_ATC_TIMEOUT_S, compile_model, run_instructions
+from edgefuse.acl.build.compile import (
+    DEFAULT_ATC_TIMEOUT_S,
+    compile_model,
+    custom_ops_text,
+    run_instructions,
+)
 from edgefuse.acl.build.precision import NOTHING_KEPT, read_keep_fp32
 from edgefuse.acl.build.prepare import DEFAULT_TARGET_OPSET
 from edgefuse.acl.build.soc import KNOWN_SOCS
@@ -72,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fail (exit 2, nothing written) when atc is not on PATH")
     parser.add_argument("--atc-timeout", type=float, default=DEFAULT_ATC_TIMEOUT_S, metavar="S",
                         help=f"stop ATC after S seconds (default {DEFAULT_ATC_TIMEOUT_S:g})")
+    parser.add_argument("--no-custom-ops", dest="custom_ops", action="store_false",
+                        help="decompose edgefuse custom ops (Swish, ...) into standard ONNX ops, "
+                        "so that ATC needs no edgefuse op package")
     parser.add_argument("--force", action="store_true", help="replace an existing BUILD_DIR")
 
 
@@ -89,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         require_atc=args.require_atc,
         atc_timeout=args.atc_timeout,
         opset=args.opset,
+        custom_ops=args.custom_ops,
         overwrite=args.force,
         echo=lambda line: logger.info("%s", line),
     )
@@ -97,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
           f" (from {prepared.source_opset})")
     for change in prepared.changes:
         print(f"  {change}")
+    if result.decomposed:
+        print(f"  decomposed edgefuse custom ops into standard ONNX ops: "
+              f"{custom_ops_text(result.decomposed)}")
+    if result.custom_ops:
+        print(f"  needs edgefuse's op package for {custom_ops_text(result.custom_ops)} "
+              "(manifest.json custom_ops; compile.sh checks it is installed)")
     parity = prepared.parity
     if parity.get("checked"):
         print(f"  parity with the input on ONNX Runtime: min cosine {parity['min_cosine']:.8f}")

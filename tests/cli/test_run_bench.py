@@ -151,6 +151,28 @@ def test_doctor_lists_providers_and_backends(tmp_path, capsys):
     assert set(data["backends"]) == {"acl", "tensorrt", "cuda", "cpu"}
 
 
+@pytest.mark.parametrize(
+    ("version", "shown"),
+    [(None, "no CANN version to compare"), ("7.0.RC1", "CANN 7.0.RC1 builds them"),
+     ("8.5.0", "CANN 8.5.0 is outside it: `edgefuse ops build` refuses it")],
+)
+def test_doctor_states_the_cann_range_of_the_op_packages(monkeypatch, tmp_path, capsys, version,
+                                                         shown):
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+    if version is None:
+        monkeypatch.delenv("ASCEND_HOME_PATH", raising=False)
+    else:
+        info = tmp_path / "x86_64-linux" / "ascend_toolkit_install.info"
+        info.parent.mkdir()
+        info.write_text(f"version={version}\n")
+        monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path))
+    assert cli_main.main(["doctor", "--json", str(tmp_path / "env.json")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "op packages" in x)
+    assert "target CANN 6.0 up to, not including, 8.5" in line and shown in line
+    facts = json.loads((tmp_path / "env.json").read_text())["facts"]
+    assert facts["op packages"].startswith("target CANN 6.0")
+
+
 def test_latency_stats_and_progress():
     stats = latency_stats([0.001] * 98 + [0.002, 0.010], batch=4)
     assert stats.p50_ms == pytest.approx(1.0)

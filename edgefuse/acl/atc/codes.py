@@ -16,12 +16,20 @@ Message shapes (verbatim from logs):
                  (Tlntin/qwen-ascend-llm#11)
   E10001         Value [-1] for parameter [input_2] is invalid. Reason: maybe you should set
                  input_shape to specify its shape.  (reference ascend-toolchain.md §1.7)
+  E16002         No ONNX parser is registered for optype [%s].  (hiascend canncommercial/700
+                 troublemanagement/troubleshooting/atlaserrorcode_15_0092.html)
+
+When the op type of a "no parser registered" code is one of edgefuse's custom ops, the fix is
+always the same -- install edgefuse's op package, or compile without custom ops -- so
+``hint_for`` gives that hint instead of the code's general one.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+
+from edgefuse.acl.ops.registry import OPS_BY_NAME
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +93,14 @@ KNOWN_CODES: dict[str, AtcCode] = {
             (f"{_PARSER_SRC} (ConstructOriType)",),
         ),
         AtcCode(
+            "E16002",
+            "no ONNX parser is registered for this op type: an op CANN does not know, or a "
+            "custom op whose op package is not installed where ATC looks",
+            _UNSUPPORTED_OP_HINT + "; for edgefuse's custom ops, install edgefuse's op package "
+            "(`edgefuse ops build`) or compile with --no-custom-ops",
+            ("hiascend canncommercial/700 troubleshooting/atlaserrorcode_15_0092.html",),
+        ),
+        AtcCode(
             "E19010",
             "no ONNX parser plugin is registered for this op type at this opset "
             "(an op CANN does not know, a custom domain, or an opset outside the op's range)",
@@ -145,7 +161,26 @@ _NODE_PATTERNS = (
     re.compile(r"Failed to compile Op \[(?P<node>[^\]]+)\]\.? \(optype: \[(?P<op_type>[^\]]+)\]\)"),
     re.compile(r"Optype \[(?P<op_type>[^\]]+)\] of Ops kernel"),  # EZ3002
     re.compile(r"parameter \[(?P<node>[^\]]+)\] is invalid"),  # E10001: the parameter, not a node
+    re.compile(r"registered for optype \[?(?P<op_type>[^\]\s]+?)\]?\.?$"),  # E16002
 )
+
+# Codes that mean "the parser has no plugin for this op type".
+_NO_PARSER_CODES = ("E16002", "E19010", "EZ9010")
+CUSTOM_OP_HINT = (
+    "{op} is an edgefuse custom op, which ATC parses only through an installed edgefuse op "
+    "package: build one for this soc (`edgefuse ops build --soc SOC -o OPP_DIR`), then on the "
+    "CANN host `bash OPP_DIR/build.sh && bash OPP_DIR/install.sh` (with a DIR, also source the "
+    "set_env.bash line it prints); or recompile with `edgefuse compile ... --no-custom-ops`, "
+    "which decomposes the custom ops into standard ONNX ops"
+)
+
+
+def hint_for(diagnostic: AtcDiagnostic) -> str | None:
+    """The fix for a diagnostic: the custom-op install hint when its op type is edgefuse's."""
+    op = (diagnostic.op_type or "").rsplit("::", 1)[-1]
+    if diagnostic.code in _NO_PARSER_CODES and op in OPS_BY_NAME:
+        return CUSTOM_OP_HINT.format(op=op)
+    return diagnostic.known.hint if diagnostic.known is not None else None
 
 
 def find_diagnostics(log_text: str) -> list[AtcDiagnostic]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from edgefuse.acl.atc.codes import AtcDiagnostic, find_diagnostics
+from edgefuse.acl.atc.codes import AtcDiagnostic, find_diagnostics, hint_for
 from edgefuse.errors import Ref, ToolError
 
 SUCCESS_MARKER = "ATC run success"
@@ -191,7 +191,7 @@ def run_atc(
             where = f" at node {first.node}" if first.node else ""
             what = f" ({first.op_type})" if first.op_type else ""
             message = f"ATC failed with {first.code}{where}{what}"
-        hint = first.known.hint if first is not None and first.known is not None else None
+        hint = hint_for(first) if first is not None else None
         raise _error("failed", message, log, diagnostics, returncode, hint, text)
     if not om.is_file():
         raise _error(

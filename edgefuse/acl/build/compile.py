@@ -7,10 +7,21 @@ board has too little memory to run ATC comfortably. So compile always writes the
 when ``atc`` is on PATH it also runs it and adds ``model.om`` and ``atc.log``.
 
 Order, so that nothing slow or irreversible happens before a cheap check has passed:
-soc -> atc present (if required) -> load -> gears -> prepare (opset, parity) -> op-support check
-(refuse, listing every offending node) -> AIPP and precision files -> write a temporary sibling
-directory -> ATC -> manifest -> rename into place. On any error the temporary directory is
-removed; only a failed ATC run leaves its log, next to BUILD_DIR as ``BUILD_DIR.atc.log``.
+soc -> atc present (if required) -> load -> custom ops (below) -> gears -> prepare (opset,
+parity) -> op-support check (refuse, listing every offending node) -> AIPP and precision files ->
+write a temporary sibling directory -> ATC -> manifest -> rename into place. On any error the
+temporary directory is removed; only a failed ATC run leaves its log, next to BUILD_DIR as
+``BUILD_DIR.atc.log``.
+
+Custom ops. A model the Ascend optimizer rewrote carries edgefuse custom ops (Swish, YoloHead,
+DepthwiseConv), which ATC parses only through an installed edgefuse op package (E16002 without
+one). Such a build records the dependency in ``manifest.json`` (``custom_ops``: the ops, the soc,
+the CANN range, how to build and install the package, how to do without), refuses ops whose
+kernel the soc cannot run, checks that a package with the ops is installed before ATC runs -- here
+and in ``compile.sh`` (``edgefuse.acl.ops.installed``) -- and says so in the printed instructions.
+``custom_ops=False`` (``--no-custom-ops``) instead replaces every custom node by its decomposition
+into standard ONNX ops before anything else, so the OM needs no package; the parity gate of
+prepare compares the result with the original.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +39,7 @@ import onnx
 
 from edgefuse._checks import integer_at_least, positive_number
 from edgefuse._files import publish_directory, save_onnx, temporary_directory_in
+from edgefuse._graph_walk import all_nodes
 from edgefuse._version import __version__
 from edgefuse.acl.atc.options import AtcOptions
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
@@ -45,11 +57,17 @@ from edgefuse.acl.build.prepare import (
     DEFAULT_TARGET_OPSET,
     Gears,
     PreparedModel,
+    host_runnable,
     make_gears,
     prepare_for_atc,
 )
 from edgefuse.acl.build.soc import detect_soc, validate_soc
-from edgefuse.acl.ops.registry import ALL_OPS
+from edgefuse.acl.ops import installed
+from edgefuse.acl.ops.build import VENDOR
+from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
+from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
+from edgefuse.acl.ops.spec import OpSpec
+from edgefuse.acl.ops.toolkit import CANN_BELOW, CANN_MIN, CANN_RANGE
 from edgefuse.convert.onnx_load import graph_input_names, load_model
 from edgefuse.errors import InputError, Ref, ToolError
 from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
@@ -82,6 +100,8 @@ class BuildResult:
     manifest: BuildManifest
     op_support: OpSupportReport
     prepared: PreparedModel
+    custom_ops: dict[str, int] = dataclasses.field(default_factory=dict)  # op -> nodes, ATC side
+    decomposed: dict[str, int] = dataclasses.field(default_factory=dict)  # --no-custom-ops
 
 
 def compile_model(
@@ -98,8 +118,10 @@ def compile_model(
     atc_timeout: float = DEFAULT_ATC_TIMEOUT_S,
     opset: int = DEFAULT_TARGET_OPSET,
     plugins: Collection[str] | None = None,
+    custom_ops: bool = True,
     overwrite: bool = False,
     echo: Callable[[str], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> BuildResult:
     """Write BUILD_DIR for ``soc`` (None: detect it with ``npu-smi info``) and run ATC if here.
 
@@ -110,6 +132,9 @@ def compile_model(
     ``plugins`` are the ``OriginOpType`` strings of registered custom-op parser plugins; None
     means edgefuse's own custom ops (``edgefuse ops build`` makes their package), so a model the
     Ascend optimizer rewrote compiles as it is;
+    ``custom_ops=False`` decomposes edgefuse's custom ops into standard ONNX ops, so the OM
+    needs no op package (see the module docstring); ``env`` is where an op package is looked
+    for before ATC runs (default: this process's environment);
     ``echo`` receives ATC's output line by line while it runs.
     """
     integer_at_least("opset", opset, MIN_TARGET_OPSET)
@@ -131,8 +156,16 @@ def compile_model(
     out = Path(output_dir)
     _check_output_dir(out, overwrite)
     loaded = load_model(model)
+    used = count_custom_ops(loaded)
+    decomposed: dict[str, int] = {}
+    if not custom_ops and used:
+        loaded, decomposed, used = host_runnable(loaded), used, {}
     if plugins is None:
-        plugins = edgefuse_plugins()
+        plugins = edgefuse_plugins() if custom_ops else ()
+    specs = [OPS_BY_NAME[name] for name in used]
+    _check_custom_ops_run_on(specs, soc_name)
+    if atc is not None:
+        installed.require_installed(specs, soc_name, env)
     gears = make_gears(loaded, dynamic_batch=dynamic_batch, dynamic_image_size=dynamic_image_size)
     prepared = prepare_for_atc(loaded, target_opset=opset, gears=gears, plugins=plugins)
     input_names = graph_input_names(prepared.model)
@@ -165,7 +198,7 @@ def compile_model(
         publish_directory(staging)
         save_onnx(prepared.model, staging / MODEL_FILE)
         files = [MODEL_FILE, SCRIPT_FILE, REPORT_FILE]
-        _write(staging / SCRIPT_FILE, _script(options, soc_name), executable=True)
+        _write(staging / SCRIPT_FILE, _script(options, soc_name, specs), executable=True)
         _write(staging / REPORT_FILE, json.dumps(report.to_json(), indent=2) + "\n")
         if aipp_record is not None:
             _write(staging / AIPP_FILE,
@@ -217,6 +250,7 @@ def compile_model(
                 "gears": _gears_json(gears, dynamic_batch, dynamic_image_size),
                 "precision": plan.decisions,
                 "prepare": prepared.to_json(),
+                "custom_ops": _custom_ops_json(used, decomposed, soc_name),
                 "op_support": {
                     "report": REPORT_FILE,
                     "errors": len(report.errors),
@@ -232,17 +266,84 @@ def compile_model(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     om_path = out / om_name if om_name else None
-    return BuildResult(out, om_path, argv, written, report, prepared)
+    return BuildResult(out, om_path, argv, written, report, prepared, used, decomposed)
 
 
 def run_instructions(result: BuildResult) -> str:
     """What to do with a BUILD_DIR written without ATC."""
-    return (
-        f"atc is not on PATH here: wrote {result.output_dir} without {OM_PREFIX}.om.\n"
-        f"On a host with the CANN toolkit, run:\n"
-        f"  source {SET_ENV_EXAMPLE}   # your CANN install's set_env.sh\n"
-        f"  bash {result.output_dir / SCRIPT_FILE}"
+    lines = [
+        f"atc is not on PATH here: wrote {result.output_dir} without {OM_PREFIX}.om.",
+        "On a host with the CANN toolkit, run:",
+        f"  source {SET_ENV_EXAMPLE}   # your CANN install's set_env.sh",
+    ]
+    steps = installed.install_steps(
+        [OPS_BY_NAME[name] for name in result.custom_ops], result.manifest.soc or "SOC"
     )
+    if result.custom_ops:
+        lines += [
+            f"  # the model uses edgefuse custom ops ({custom_ops_text(result.custom_ops)}): ATC "
+            "fails with E16002 unless their op package is installed, so compile.sh checks:",
+            f"  {steps['build']}",
+            f"  # then {steps['install']}",
+        ]
+    lines.append(f"  bash {result.output_dir / SCRIPT_FILE}")
+    if result.custom_ops:
+        lines.append(f"Without the op package: {steps['without']}")
+    return "\n".join(lines)
+
+
+def custom_ops_text(counts: Mapping[str, int]) -> str:
+    """``Swish x57, YoloHead x1``."""
+    return ", ".join(f"{name} x{count}" for name, count in counts.items())
+
+
+def count_custom_ops(model: onnx.ModelProto) -> dict[str, int]:
+    """edgefuse op -> number of its nodes, in either spelling (``edgefuse`` or default domain)."""
+    counts: dict[str, int] = {}
+    for node in all_nodes(model.graph):
+        if node.op_type in OPS_BY_NAME and node.domain in (CUSTOM_DOMAIN, "", "ai.onnx"):
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
+
+
+def _check_custom_ops_run_on(specs: Sequence[OpSpec], soc: str) -> None:
+    family = validate_soc(soc).short_name
+    refused = [spec for spec in specs if not spec.runs_on(family)]
+    if refused:
+        raise InputError(
+            f"the model uses {', '.join(spec.name for spec in refused)}, whose kernel cannot "
+            f"run on {soc}: " + "; ".join(spec.unsupported_reason for spec in refused),
+            hint="compile with --no-custom-ops to decompose the custom ops into standard ONNX "
+            "ops, or optimize the model without them",
+            reference=Ref.OP_NOT_ON_SOC,
+        )
+
+
+def _custom_ops_json(
+    used: Mapping[str, int], decomposed: Mapping[str, int], soc: str
+) -> dict[str, Any]:
+    """The manifest's record of the op package the OM needs (or of the ops decomposed)."""
+    record: dict[str, Any] = {"required": bool(used)}
+    if decomposed:
+        record["decomposed"] = dict(decomposed)
+    if not used:
+        return record
+    specs = [OPS_BY_NAME[name] for name in used]
+    steps = installed.install_steps(specs, soc)
+    record.update(
+        package=f"edgefuse custom-op package (vendor '{VENDOR}' unless built with --vendor)",
+        ops=[{"onnx": f"{CUSTOM_DOMAIN}::{name}", "ascend_type": OPS_BY_NAME[name].ascend_type,
+              "nodes": count} for name, count in used.items()],
+        soc=soc,
+        cann={"targets": CANN_RANGE, "min": ".".join(map(str, CANN_MIN)),
+              "below": ".".join(map(str, CANN_BELOW))},
+        build=steps["build"],
+        install=steps["install"],
+        checked_by=f"{SCRIPT_FILE}, before atc (ASCEND_CUSTOM_OPP_PATH, then "
+        "${ASCEND_OPP_PATH}/vendors/config.ini); edgefuse compile, before it runs atc",
+        without=steps["without"],
+    )
+    return record
 
 
 # ---- steps --------------------------------------------------------------------------------------
@@ -393,7 +494,8 @@ def _gears_json(
     }
 
 
-def _script(options: AtcOptions, soc: str) -> str:
+def _script(options: AtcOptions, soc: str, specs: Sequence[OpSpec] = ()) -> str:
+    check = installed.check_script(specs, soc) if specs else ""
     return (
         "#!/usr/bin/env bash\n"
         f"# Compile {MODEL_FILE} into {OM_PREFIX}.om for {soc} with ATC "
@@ -402,6 +504,7 @@ def _script(options: AtcOptions, soc: str) -> str:
         f"# e.g. `source {SET_ENV_EXAMPLE}`.\n"
         "set -euo pipefail\n"
         'cd "$(dirname "$0")"\n'
+        f"{check}"
         f"{options.to_shell()}\n"
     )
 

@@ -101,6 +101,10 @@ class OpSpec:
     infer_shape_cpp: str  # body of the op proto's InferShape function (C++)
     verify_cpp: str  # body of the op proto's verifier (C++)
     version: int = DOMAIN_VERSION
+    # op-info folders (``Soc.short_name``) whose chips have every instruction the kernel uses;
+    # None: all of them. ``unsupported_reason`` says what the others lack, with the source.
+    soc_families: tuple[str, ...] | None = None
+    unsupported_reason: str = ""
 
     def __post_init__(self) -> None:
         columns = {len(t.device_dtypes) for t in self.tensors} | {
@@ -137,6 +141,10 @@ class OpSpec:
         """
         own = f"{DOMAIN}::{self.version}::{self.name}"
         return (own, *(f"ai.onnx::{opset}::{self.name}" for opset in opsets))
+
+    def runs_on(self, soc_family: str) -> bool:
+        """Whether the kernel can be built for chips of ``soc_family`` (e.g. ``ascend310b``)."""
+        return self.soc_families is None or soc_family in self.soc_families
 
     # ---- attributes --------------------------------------------------------------------------
 

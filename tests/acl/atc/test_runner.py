@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from edgefuse.acl.atc.codes import KNOWN_CODES, find_diagnostics
+from edgefuse.acl.atc.codes import KNOWN_CODES, find_diagnostics, hint_for
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
 from tests.acl.models import FAKES, hide_atc, put_fake_atc_on_path
 
@@ -47,6 +47,7 @@ def test_exit_zero_without_om_is_a_failure(monkeypatch, tmp_path):
 
 EXPECTED = {
     # code: (node named in the message, op type, a phrase of the meaning)
+    "E16002": (None, "ai.onnx::11::Swish", "no ONNX parser is registered"),
     "E19010": ("Conv_52", "ai.onnx::11::Convx", "no ONNX parser plugin"),
     "EZ9010": ("Conv_52", "ai.onnx::11::Convx", "no ONNX parser plugin"),
     "EZ0501": ("Conv_52", "Conv", "REG_OP"),
@@ -70,9 +71,27 @@ def test_each_known_code_is_mapped_to_its_message(monkeypatch, tmp_path, code):
     assert error.diagnostics[0].code == code
     assert error.diagnostics[0].node == node and error.diagnostics[0].op_type == op_type
     assert code in error.message and (node is None or node in error.message)
-    assert meaning in error.context and error.hint == KNOWN_CODES[code].hint
+    assert meaning in error.context and error.hint == hint_for(error.diagnostics[0])
     assert f"full log: {tmp_path / 'atc.log'}" in error.context
     assert "ATC run failed" in error.context  # the log tail is shown
+
+
+def test_e16002_for_an_edgefuse_op_says_to_install_the_op_package(monkeypatch, tmp_path):
+    put_fake_atc_on_path(monkeypatch, "E16002")
+    with pytest.raises(AtcError, match=r"ATC failed with E16002 \(ai.onnx::11::Swish\)") as exc:
+        _run(tmp_path)
+    hint = exc.value.hint
+    assert hint.startswith("Swish is an edgefuse custom op")
+    assert "edgefuse ops build --soc SOC -o OPP_DIR" in hint and "bash OPP_DIR/install.sh" in hint
+    assert "--no-custom-ops" in hint
+
+
+def test_a_no_parser_code_for_another_op_keeps_the_general_hint():
+    for line in ("E16002: No ONNX parser is registered for optype [ai.onnx::11::Convx].",
+                 "E19010: No parser is registered for Op [Conv_52, optype [ai.onnx::11::Convx]]."):
+        diagnostic = find_diagnostics(line)[0]
+        assert diagnostic.op_type == "ai.onnx::11::Convx"
+        assert hint_for(diagnostic) == KNOWN_CODES[diagnostic.code].hint
 
 
 def test_traceback_nodes_are_listed_too(monkeypatch, tmp_path):

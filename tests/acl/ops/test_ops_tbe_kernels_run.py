@@ -1,9 +1,11 @@
 """The TBE kernels' build code runs end to end against a stand-in ``tbe`` (see fake_tbe.py).
 
 Shapes are the ones the kernels are for: a YOLOv8n/YOLOv5s head at 640x640, MobileNet-sized
-depthwise layers. Each build must reach ``BuildCCE``/``tbe.build`` with every TIK call matching
-the API's parameter lists and the unified buffer of an Ascend310B-sized chip; inputs a kernel
-does not support must be refused by name at build time, as ATC would report them.
+depthwise layers, plus the sizes that end between two 32-byte blocks (channel and box counts that
+are not multiples of 16, detections that are). Each build must reach ``BuildCCE``/``tbe.build``
+with every TIK call matching the API's parameter lists, every access inside its tensor and the
+unified buffer of an Ascend310B-sized chip; inputs a kernel or a chip does not support must be
+refused by name at build time, as ATC would report them.
 """
 
 from __future__ import annotations
@@ -26,15 +28,22 @@ def records(monkeypatch):
     return fake_tbe.install(monkeypatch)
 
 
+def yolo_head_outputs(batch, detections, dtype="float16"):
+    return (tensor((batch, detections, 4), dtype), tensor((batch, detections), dtype),
+            tensor((batch, detections), "int32"), tensor((batch,), "int32"))
+
+
 def kernel(spec):
-    """The kernel's entry function, loaded from the package data with the fake tbe in place."""
+    """The kernel's entry, loaded from the package data with the fake tbe in place; each call
+    builds it twice (``fake_tbe.run``) and returns the second build's result."""
     with importlib.resources.as_file(
         importlib.resources.files(spec.package) / spec.kernel_path
     ) as path:
         module_spec = importlib.util.spec_from_file_location(f"kernel_{spec.kernel_name}", path)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
-    return getattr(module, spec.kernel_name)
+    entry = getattr(module, spec.kernel_name)
+    return lambda *args, **kwargs: fake_tbe.run(entry, *args, **kwargs)
 
 
 def tensor(shape, dtype="float16", fmt="ND"):
@@ -47,6 +56,16 @@ def test_swish_builds_one_elementwise_kernel(records, dtype):
     kernel(SWISH)(x, dict(x), alpha=1.0)
     assert records["dsl"]["name"] == "edgefuse_swish"
     assert len(records["dsl"]["tensor_list"]) == 2
+
+
+@pytest.mark.parametrize("soc", ["Ascend310", "Ascend310B4", "Ascend310P3", "Ascend910A"])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_swish_uses_float32_exp_only_where_the_chip_has_it(monkeypatch, soc, dtype):
+    """Ascend310 has float16 vexp only: float32 inputs take their exponent in float16 there."""
+    records = fake_tbe.install(monkeypatch, soc)
+    x = tensor((1, 2, 40, 40, 16), dtype, "NC1HWC0")
+    kernel(SWISH)(x, dict(x), alpha=1.0)
+    assert records["dsl"]["name"] == "edgefuse_swish"
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -62,6 +81,18 @@ def test_depthwise_conv_builds_for_a_mobilenet_layer(records, bias):
     )
     assert tik.built == ("edgefuse_depthwise_conv2d", 3 if bias else 2, 1)
     assert 0 < tik.peak <= fake_tbe.SOC_SPEC["UB_SIZE"]
+
+
+@pytest.mark.parametrize("channels", [8, 24, 40])
+def test_depthwise_conv_reads_exactly_its_weights_and_bias(records, channels):
+    """channels x 9 taps and the bias end inside a 32-byte block: no read may pass them."""
+    c1 = (channels + 15) // 16
+    tik = kernel(DEPTHWISE_CONV)(
+        tensor((1, c1, 20, 20, 16), fmt="NC1HWC0"), tensor((channels, 1, 3, 3), fmt="NCHW"),
+        tensor((channels,)), tensor((1, c1, 20, 20, 16), fmt="NC1HWC0"), channels,
+        pads=(1, 1, 1, 1),
+    )
+    assert tik.built == ("edgefuse_depthwise_conv2d", 3, 1)
 
 
 def test_depthwise_conv_refuses_rows_wider_than_the_unified_buffer(records):
@@ -99,6 +130,45 @@ def test_yolo_head_builds_for_real_head_sizes(records, shape, objectness, dtype)
     )
     assert tik.built == ("edgefuse_yolo_head", 1, 4)
     assert tik.peak <= fake_tbe.SOC_SPEC["UB_SIZE"]
+
+
+@pytest.mark.parametrize(
+    ("batch", "boxes", "detections", "dtype"),
+    [(1, 100, 300, "float32"), (9, 37, 16, "float16"), (8, 16, 64, "float32"),
+     (3, 1000, 100, "float16")],
+    ids=["rows-end-mid-block", "shortest-rows", "num-detections-one-block", "tile-tail"],
+)
+def test_yolo_head_moves_exactly_its_rows(records, batch, boxes, detections, dtype):
+    """No read past the predictions, no write past an output, whatever the sizes."""
+    tik = kernel(YOLO_HEAD)(
+        tensor((batch, 6, boxes), dtype), *yolo_head_outputs(batch, detections, dtype), 2,
+        max_detections=detections,
+    )
+    assert tik.built == ("edgefuse_yolo_head", 1, 4)
+
+
+@pytest.mark.parametrize("soc", ["Ascend310B4", "Ascend310P3", "Ascend910B3"])
+def test_yolo_head_builds_on_the_chips_with_its_instructions(monkeypatch, soc):
+    fake_tbe.install(monkeypatch, soc)
+    tik = kernel(YOLO_HEAD)(tensor((1, 84, 400), "float32"), *yolo_head_outputs(1, 100, "float32"),
+                            80, max_detections=100)
+    assert tik.built == ("edgefuse_yolo_head", 1, 4)
+
+
+@pytest.mark.parametrize("soc", ["Ascend310", "Ascend910A"])
+def test_yolo_head_refuses_chips_without_vec_sel_mode_2(monkeypatch, soc):
+    fake_tbe.install(monkeypatch, soc)
+    short = soc.removesuffix("A")
+    with pytest.raises(RuntimeError, match=f"vec_sel mode 2 .* which {short} does not have"):
+        kernel(YOLO_HEAD)(tensor((1, 84, 400)), *yolo_head_outputs(1, 100), 80,
+                          max_detections=100)
+
+
+def test_yolo_head_refuses_rows_shorter_than_a_block(records):
+    with pytest.raises(RuntimeError, match="at least 16 boxes and max_detections >= 16"):
+        kernel(YOLO_HEAD)(tensor((1, 84, 400)), *yolo_head_outputs(1, 10), 80, max_detections=10)
+    with pytest.raises(RuntimeError, match="got 8 boxes"):
+        kernel(YOLO_HEAD)(tensor((1, 84, 8)), *yolo_head_outputs(1, 100), 80, max_detections=100)
 
 
 def test_yolo_head_refuses_multi_label_and_a_wrong_row_count(records):

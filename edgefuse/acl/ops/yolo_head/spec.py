@@ -133,6 +133,16 @@ def _reference(inputs: Sequence[np.ndarray | None], attrs: Mapping[str, Any]) ->
     return [out_boxes.astype(dtype), out_scores.astype(dtype), out_classes, out_count]
 
 
+# The kernel's vec_sel mode 2 and float32 vec_reduce_max exist on these chips only: the TIK pages
+# list mode 0 alone for Atlas 200/300/500 inference (Ascend310) and Atlas training (Ascend910),
+# and float16 alone for their vec_reduce_max (hiascend canncommercial/80RC1
+# apiref/opdevgapi/atlastikapi_07_0081.html and atlastikapi_07_0089.html).
+SUPPORTED_FAMILIES = ("ascend310b", "ascend310p", "ascend910b")
+UNSUPPORTED_REASON = (
+    "its TIK kernel uses vec_sel mode 2 and float32 vec_reduce_max, which Ascend310 and "
+    "Ascend910 chips lack (TIK API pages vec_sel and vec_reduce_max)"
+)
+
 _FLOAT = ("float16", "float32")
 _ND = ("ND", "ND")
 
@@ -257,6 +267,8 @@ YOLO_HEAD = OpSpec(
     num_detections = Cast <to: int = 6> (count)
     """,
     ascend_type="EdgefuseYoloHead",
+    soc_families=SUPPORTED_FAMILIES,
+    unsupported_reason=UNSUPPORTED_REASON,
     infer_shape_cpp="""
   const TensorDesc p_desc = op.GetInputDescByName("predictions");
   const std::vector<int64_t> p = p_desc.GetShape().GetDims();

@@ -112,15 +112,37 @@ class DepthwiseConv2d:
 
     def _load_parameters(self):
         """Every channel's weights (and bias) once per core: a few KB, read as one burst."""
-        weight_elems = _ceil_div(self.channels * self.taps, C0) * C0
-        all_weights = self.tik.Tensor(DTYPE, (weight_elems,), name="all_w", scope=tik.scope_ubuf)
-        self.tik.data_move(all_weights, self.w_gm, 0, 1, weight_elems * BYTES // BLOCK_BYTES, 0, 0)
+        weight_count = self.channels * self.taps
+        all_weights = self.tik.Tensor(DTYPE, (_ceil_div(weight_count, C0) * C0,), name="all_w",
+                                      scope=tik.scope_ubuf)
+        self._load(all_weights, self.w_gm, weight_count)
         bias_elems = _ceil_div(self.channels, C0) * C0
         all_bias = self.tik.Tensor(DTYPE, (bias_elems,), name="all_b", scope=tik.scope_ubuf)
         self._zero(all_bias, bias_elems)
         if self.b_gm is not None:
-            self.tik.data_move(all_bias, self.b_gm, 0, 1, bias_elems * BYTES // BLOCK_BYTES, 0, 0)
+            self._load(all_bias, self.b_gm, self.channels)
         return all_weights, all_bias
+
+    def _load(self, dst, src, count):
+        """``src[0:count]`` (a whole GM tensor) into ``dst`` without reading past ``src``.
+
+        data_move moves whole 32-byte blocks: the full blocks move as one burst, and a partial
+        last block is read as the block that ends at ``src``'s end (GM addresses need no
+        alignment; UB ones do) into a scratch block, whose last elements are then copied over.
+        A tensor smaller than one block can only move as the block that covers it; CANN rounds
+        every device memory segment up to 32 bytes (aclrtMallocAlign32, hiascend
+        canncommercial/80RC3 apiref/appdevgapi/aclpythondevg_01_0973.html).
+        """
+        full, tail = divmod(count, C0)
+        if full == 0:
+            self.tik.data_move(dst, src, 0, 1, 1, 0, 0)
+            return
+        self.tik.data_move(dst, src, 0, 1, full * C0 * BYTES // BLOCK_BYTES, 0, 0)
+        if tail:
+            last = self.tik.Tensor(DTYPE, (C0,), name="last_block", scope=tik.scope_ubuf)
+            self.tik.data_move(last, src[count - C0], 0, 1, 1, 0, 0)
+            for k in range(tail):
+                dst[full * C0 + k].set_as(last[C0 - tail + k])
 
     def _block_parameters(self, c1_index, all_weights, all_bias):
         """Weights as [taps, C0] and bias as [C0] for one channel block; absent channels are 0."""

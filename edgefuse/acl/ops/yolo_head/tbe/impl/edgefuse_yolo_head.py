@@ -23,8 +23,22 @@ Algorithm, per image (one AI core; NMS is sequential and edge boards run batch 1
    score, which is the reference's order.
 
 ``multi_label = 1`` (every class of a box competes) needs per-class candidate lists and is
-refused at compile time; the host decomposition supports it. Small outputs are written with
-32-byte bursts and rely on GE's 32-byte padding of output buffers.
+refused at compile time; the host decomposition supports it.
+
+Memory is moved in whole 32-byte blocks (data_move), and no move reaches past the tensor it
+names: a row whose length is not a whole number of blocks moves its full blocks in one burst and
+its tail as the block that ends at the row's end, staged through a scratch block (GM addresses
+need no alignment, UB ones do). So rows must span at least one block: at least 16 boxes and
+``max_detections >= 16``. ``num_detections`` of fewer than 8 images is smaller than one block
+and can only move as the block that covers it; CANN rounds every device memory segment up to
+32 bytes (aclrtMallocAlign32, hiascend canncommercial/80RC3
+apiref/appdevgapi/aclpythondevg_01_0973.html).
+
+Chips: ``vec_sel`` mode 2 and float32 ``vec_reduce_max`` do not exist on Ascend310 (Atlas
+200/300/500 inference) or Ascend910 (Atlas training) -- TIK API pages vec_sel and vec_reduce_max
+(hiascend canncommercial/80RC1 apiref/opdevgapi/atlastikapi_07_0081.html, _0089.html) -- so the
+kernel refuses them and ``edgefuse ops build`` writes its op-info only for Ascend310B, Ascend310P
+and Ascend910B (``SUPPORTED_FAMILIES`` in the op's spec.py).
 """
 
 import tbe.common.platform as tbe_platform
@@ -39,6 +53,8 @@ TILE = 1024  # boxes decoded per pass (a multiple of MASK)
 BLOCK_BYTES = 32
 UB_RESERVED_BYTES = 16 * 1024
 INVALID = -1.0  # score of an empty or removed candidate slot
+UNSUPPORTED_SOCS = ("Ascend310", "Ascend910")  # SHORT_SOC_VERSION values, see the docstring
+MIN_ROW = 16  # elements of the shortest row the block-exact moves handle (float16: one block)
 MAX_CAPACITY = MASK * MAX_REPEAT  # one vector instruction must cover every candidate
 CANDIDATE_ARRAYS = 8  # x1, y1, x2, y2, area, score, class (float), class (int32)
 WORK_ARRAYS = 7  # IoU scratch rows of candidate length
@@ -51,6 +67,10 @@ def _ceil_div(a, b):
 
 def _dtype_bytes(dtype):
     return 2 if dtype == "float16" else 4
+
+
+def _block_elems(dtype):
+    return BLOCK_BYTES // _dtype_bytes(dtype)
 
 
 class YoloHead:
@@ -96,11 +116,11 @@ class YoloHead:
 
     def build(self, kernel_name):
         counts = self._ub(I32, max(self.batch, 8), "counts")
+        self._fill(counts, self.batch, 0)
         with self.tik.for_range(0, self.batch) as image:
             found = self._detect(image)
             counts[image].set_as(found)
-        burst = _ceil_div(self.batch * 4, BLOCK_BYTES)
-        self.tik.data_move(self.num_gm, counts, 0, 1, burst, 0, 0)
+        self._move_out(lambda offset: self.num_gm[offset], counts, self.batch, I32)
         self.tik.BuildCCE(
             kernel_name=kernel_name,
             inputs=[self.pred_gm],
@@ -124,16 +144,51 @@ class YoloHead:
 
     # ---- 1 + 2: decode a tile and compact its candidates ------------------------------------
 
-    def _load_row(self, image, row, start, length, dst, staging):
+    def _load_row(self, image, row, start, length, dst, staging, last):
         """predictions[image, row, start:start+length] into ``dst`` as float32."""
-        if self.dtype == F32:
-            burst = _ceil_div(length * 4, BLOCK_BYTES)
-            self.tik.data_move(dst, self.pred_gm[image, row, start], 0, 1, burst, 0, 0)
+        target = dst if self.dtype == F32 else staging
+        self._move_in(target, lambda offset: self.pred_gm[image, row, start + offset], length,
+                      last, start + length)
+        if self.dtype != F32:
+            repeats = _ceil_div(length, MASK)
+            self.tik.vec_conv(MASK, "", dst, staging, repeats, 8, 4)
+
+    def _move_in(self, dst, gm_at, count, last, row_reach):
+        """``count`` elements from ``gm_at(0)`` into ``dst``, never reading past them.
+
+        ``row_reach`` elements of the GM row precede the end of the range, so the tail block can
+        be read as the block that ends there (it must be >= one block, see the docstring).
+        """
+        per_block = _block_elems(self.dtype)
+        full, tail = divmod(count, per_block)
+        if full:
+            self.tik.data_move(dst, gm_at(0), 0, 1, full, 0, 0)
+        if tail:
+            if row_reach < per_block:
+                raise RuntimeError("a predictions row shorter than one block")  # refused earlier
+            self.tik.data_move(last, gm_at(count - per_block), 0, 1, 1, 0, 0)
+            for k in range(tail):
+                dst[full * per_block + k].set_as(last[per_block - tail + k])
+
+    def _move_out(self, gm_at, src, count, dtype):
+        """``count`` elements of ``src`` to ``gm_at(0)``, never writing past them.
+
+        The tail goes out as the block that ends at the last element, staged through a scratch
+        block (the overlap with the full blocks rewrites the same values). Fewer elements than
+        one block are only ever a whole tensor smaller than a block (``num_detections`` of under
+        8 images), which moves as the block that covers it.
+        """
+        per_block = _block_elems(dtype)
+        full, tail = divmod(count, per_block)
+        if full == 0:
+            self.tik.data_move(gm_at(0), src, 0, 1, 1, 0, 0)
             return
-        burst = _ceil_div(length * 2, BLOCK_BYTES)
-        self.tik.data_move(staging, self.pred_gm[image, row, start], 0, 1, burst, 0, 0)
-        repeats = _ceil_div(length, MASK)
-        self.tik.vec_conv(MASK, "", dst, staging, repeats, 8, 4)
+        self.tik.data_move(gm_at(0), src, 0, 1, full, 0, 0)
+        if tail:
+            last = self.tik.Tensor(dtype, (per_block,), name="last_block", scope=tik.scope_ubuf)
+            for k in range(per_block):
+                last[k].set_as(src[count - per_block + k])
+            self.tik.data_move(gm_at(count - per_block), last, 0, 1, 1, 0, 0)
 
     def _decode_tile(self, image, start, length, cand, cand_class_i, count):
         tile = {
@@ -142,12 +197,14 @@ class YoloHead:
                          "x1", "y1", "x2", "y2", "area")
         }
         staging = self._ub(self.dtype, TILE, "staging")
+        last = self.tik.Tensor(self.dtype, (_block_elems(self.dtype),), name="last_block",
+                               scope=tik.scope_ubuf)
         best_class_i = self._ub(I32, TILE, "best_class_i")
         class_id = self._ub(F32, MASK, "class_id")
         better = self.tik.Tensor("uint16", (TILE // 16,), name="better", scope=tik.scope_ubuf)
         repeats = _ceil_div(length, MASK)
         for row, name in enumerate(("cx", "cy", "w", "h")):
-            self._load_row(image, row, start, length, tile[name], staging)
+            self._load_row(image, row, start, length, tile[name], staging, last)
         v = self.tik
         # corners exactly as the reference: centre -/+ size / 2, area = w * h
         for centre, size, low, high in (("cx", "w", "x1", "x2"), ("cy", "h", "y1", "y2")):
@@ -156,12 +213,13 @@ class YoloHead:
             v.vec_add(MASK, tile[high], tile[centre], tile["half"], repeats, 8, 8, 8)
         v.vec_mul(MASK, tile["area"], tile["w"], tile["h"], repeats, 8, 8, 8)
         if self.has_obj:
-            self._load_row(image, 4, start, length, tile["obj"], staging)
+            self._load_row(image, 4, start, length, tile["obj"], staging, last)
         first_class_row = 4 + self.has_obj
         self._fill(tile["best"], TILE, INVALID)
         self._fill(tile["best_class"], TILE, 0.0)
         for c in range(self.classes):
-            self._load_row(image, first_class_row + c, start, length, tile["row"], staging)
+            self._load_row(image, first_class_row + c, start, length, tile["row"], staging,
+                           last)
             if self.has_obj:
                 v.vec_mul(MASK, tile["row"], tile["row"], tile["obj"], repeats, 8, 8, 8)
             self._fill(class_id, MASK, float(c))
@@ -224,7 +282,8 @@ class YoloHead:
                              cal_index=True)
             best.set_as(reduce_out[0])
             at.set_as(reduce_out.reinterpret_cast_to("uint32")[1])
-            with v.if_scope(best > INVALID / 2):
+            # kept < max_det always holds (one row per pass at most); saying so bounds the index
+            with v.if_scope(tik.all(best > INVALID / 2, kept < self.max_det)):
                 for name in box:
                     box[name].set_as(cand[name][at])
                 label.set_as(cand["class"][at])
@@ -266,21 +325,21 @@ class YoloHead:
         return kept
 
     def _store(self, image, out_boxes, out_scores, out_classes):
-        """Write one image's rows; images go in order, so a burst's tail is overwritten next."""
-        bytes_out = _dtype_bytes(self.dtype)
-        for src, dst, count in (
-            (out_boxes, self.boxes_gm[image, 0, 0], self.max_det * 4),
-            (out_scores, self.scores_gm[image, 0], self.max_det),
-        ):
+        """Write one image's rows, each exactly (``_move_out``)."""
+        rows = (
+            (out_boxes, lambda offset: self.boxes_gm[image, offset // 4, offset % 4],
+             self.max_det * 4),
+            (out_scores, lambda offset: self.scores_gm[image, offset], self.max_det),
+        )
+        for src, gm_at, count in rows:
             if self.dtype == F32:
                 staged = src
             else:
                 staged = self._ub(self.dtype, count, "staged")
                 self.tik.vec_conv(MASK, "", staged, src, _ceil_div(count, MASK), 4, 8)
-            burst = _ceil_div(count * bytes_out, BLOCK_BYTES)
-            self.tik.data_move(dst, staged, 0, 1, burst, 0, 0)
-        burst = _ceil_div(self.max_det * 4, BLOCK_BYTES)
-        self.tik.data_move(self.classes_gm[image, 0], out_classes, 0, 1, burst, 0, 0)
+            self._move_out(gm_at, staged, count, self.dtype)
+        self._move_out(lambda offset: self.classes_gm[image, offset], out_classes, self.max_det,
+                       I32)
 
     def _fill(self, tensor, count, value):
         """Set ``count`` elements (rounded up to whole repeats) to ``value``."""
@@ -331,8 +390,20 @@ def edgefuse_yolo_head(
         )
     if predictions.get("dtype").lower() not in ("float16", F32):
         raise RuntimeError("predictions must be float16 or float32")
+    soc = tbe_platform.get_soc_spec("SHORT_SOC_VERSION")
+    if soc in UNSUPPORTED_SOCS:
+        raise RuntimeError(
+            f"EdgefuseYoloHead needs vec_sel mode 2 and float32 vec_reduce_max, which {soc} "
+            "does not have; decompose the op (edgefuse compile --no-custom-ops)"
+        )
     if multi_label:
         raise RuntimeError("multi_label=1 is not implemented by the AI Core kernel")
+    if shape[2] < MIN_ROW or max_detections < MIN_ROW:
+        raise RuntimeError(
+            f"the AI Core kernel needs at least {MIN_ROW} boxes and max_detections >= {MIN_ROW} "
+            f"(its rows move in whole 32-byte blocks), got {shape[2]} boxes and "
+            f"max_detections={max_detections}"
+        )
     if list(boxes.get("shape")) != [shape[0], max_detections, 4]:
         raise RuntimeError(f"boxes must be [{shape[0]}, {max_detections}, 4]")
     for name, tensor in (("scores", scores), ("classes", classes)):
