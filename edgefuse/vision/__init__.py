@@ -1,9 +1,9 @@
 """edgefuse.vision: what camera and video apps share, for edgefuse's apps and users' programs.
 
 Sources (``open_source``), pre-processing with the letterbox geometry as data (``Preprocess``,
-``Geometry``), tasks that wrap a session (``Detector``, ``Segmenter``), the threaded
-``Pipeline`` with its ``PipelineStats``, and sinks. OpenCV is imported on first use
-(``pip install 'edgefuse[vision]'``).
+``Geometry``), NMS (``edgefuse.vision.nms.nms``), tasks that wrap a session (``Detector``,
+``Segmenter``), the threaded ``Pipeline`` with its ``PipelineStats``, and sinks. OpenCV is
+imported on first use (``pip install 'edgefuse[vision]'``).
 
     from edgefuse.vision import Detector, JsonlSink, Pipeline, open_source
     detector = Detector.open("build/", backends=("acl", "cpu"))
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from edgefuse.vision.detector import Detector
 from edgefuse.vision.model_info import AppInfo
-from edgefuse.vision.nms import nms
 from edgefuse.vision.pipeline import Pipeline, RunSummary
 from edgefuse.vision.preprocess import Geometry, Preprocess, letterbox, stretch
 from edgefuse.vision.segmenter import Segmenter
@@ -33,5 +32,5 @@ from edgefuse.vision.stats import PipelineStats, StatsSnapshot
 __all__ = [
     "AppInfo", "CallbackSink", "Detector", "Geometry", "ImageFolderSink", "JsonlSink", "Pipeline",
     "PipelineStats", "Preprocess", "Reconnect", "RunSummary", "Segmenter", "SinkClosed",
-    "StatsSnapshot", "VideoSink", "WindowSink", "letterbox", "nms", "open_source", "stretch",
+    "StatsSnapshot", "VideoSink", "WindowSink", "letterbox", "open_source", "stretch",
 ]

@@ -33,7 +33,7 @@ def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[s
                                     strict=True):
         colour = tuple(int(c) for c in colours[int(class_id) % len(colours)])
         x1, y1, x2, y2 = (int(round(float(v))) for v in box)
-        cv2().rectangle(out, (x1, y1), (x2, y2), colour, width, cv2().LINE_AA)
+        cv2().rectangle(out, (x1, y1), (x2, y2), colour, width)
         if not labels:
             continue
         text = f"{label_of(names, int(class_id))} {float(score):.2f}"
