@@ -6,7 +6,7 @@ Sources (``open_source``), pre-processing with the letterbox geometry as data (`
 imported on first use (``pip install 'edgefuse[vision]'``).
 
     from edgefuse.vision import Detector, JsonlSink, Pipeline, open_source
-    detector = Detector.open("build/", backends=("acl", "cpu"))
+    detector = Detector.open("build/", backends=("acl", "cpu"), conf=0.4)
     summary = Pipeline(open_source("clip.mp4"), detector, [JsonlSink("out.jsonl")]).run()
     print(summary.stats.summary())
 """

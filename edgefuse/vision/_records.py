@@ -27,11 +27,14 @@ def check_mapping(data: Any, where: str, reference: str) -> Mapping[str, Any]:
 
 def check_keys(data: Mapping[str, Any], known: Collection[str], where: str,
                reference: str) -> None:
-    """Refuse keys outside ``known``, suggesting the closest known key."""
+    """Refuse keys outside ``known``, suggesting the closest known key: one that starts the
+    other (``conf_thres`` -> ``conf``), else the closest spelling."""
     for key in data:
         if key in known:
             continue
-        close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+        text = str(key)
+        close = sorted((k for k in known if text.startswith(k) or k.startswith(text)),
+                       key=len)[-1:] or difflib.get_close_matches(text, sorted(known), n=1)
         hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(sorted(known))}"
         raise bad(f"unknown key '{key}'", where, reference, hint)
 

@@ -192,14 +192,18 @@ class VisionModel:
     @classmethod
     def open(cls, model: Any, *, backends: str | Iterable[str] = DEFAULT_BACKENDS,
              strict: bool = False, info: AppInfo | None = None,
-             preprocess: Mapping[str, Any] | None = None, **options: Any) -> Any:
-        """Open an .onnx file, a BUILD_DIR or a ModelProto on the first backend that runs it."""
+             session_options: Mapping[str, Any] | None = None, **task_options: Any) -> Any:
+        """Open an .onnx file, a BUILD_DIR or a ModelProto on the first backend that runs it.
+
+        ``session_options`` go to ``open_session`` (``threads``, ``device_id``, ...), the other
+        keyword arguments to the class (``conf``, ``class_names``, ``preprocess``, ...).
+        """
         source = resolve_source(model)
         info = info or app_info_of(source)
-        session = open_session(source, backends, strict=strict, **options)
+        session = open_session(source, backends, strict=strict, **dict(session_options or {}))
         try:
-            return cls(session, info=info, manifest=source.manifest, preprocess=preprocess,
-                       label=source.label)
+            return cls(session, info=info, manifest=source.manifest, label=source.label,
+                       **task_options)
         except BaseException:
             session.close()
             raise
