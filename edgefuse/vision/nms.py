@@ -35,8 +35,9 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
     boxes = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
     scores = np.asarray(scores, dtype=np.float32).reshape(-1)
     count = len(scores)
-    ranked = np.argsort(-scores, kind="stable")  # rank -> box index
-    boxes = boxes[ranked]
+    ranked = np.argsort(-scores, kind="stable")  # rank -> box index; positions below are ranks
+    coords = np.ascontiguousarray(boxes[ranked].T)  # x1, y1, x2, y2 rows
+    areas = np.maximum(coords[2] - coords[0], 0) * np.maximum(coords[3] - coords[1], 0)
     labels = None if classes is None else np.asarray(classes).reshape(-1)[ranked]
     threshold = np.float32(iou_threshold)
     kept: list[np.ndarray] = []
@@ -44,11 +45,11 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
     for start in range(0, count, TILE):
         candidates = np.arange(start, min(start + TILE, count))
         if kept_count:
-            candidates = _not_suppressed(boxes, labels, np.concatenate(kept), candidates,
-                                         threshold)
+            first, second = _cross_pairs(np.concatenate(kept), candidates, labels)
+            hit = _iou_above(coords, areas, first, second, threshold)
+            candidates = np.setdiff1d(candidates, second[hit])
         if len(candidates):
-            chosen = candidates[_greedy_in_tile(
-                boxes[candidates], None if labels is None else labels[candidates], threshold)]
+            chosen = _greedy_among(coords, areas, labels, candidates, threshold)
             kept.append(chosen)
             kept_count += len(chosen)
         if max_det is not None and kept_count >= max_det:
@@ -58,40 +59,42 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
     return ranked[np.concatenate(kept)[:max_det]]
 
 
-def _not_suppressed(boxes: np.ndarray, labels: np.ndarray | None, kept: np.ndarray,
-                    candidates: np.ndarray, threshold: np.float32) -> np.ndarray:
-    """The candidates that no already-kept box of their class overlaps above the threshold."""
-    first = np.repeat(kept, len(candidates))
-    second = np.tile(candidates, len(kept))
-    if labels is not None:
-        same = labels[first] == labels[second]
-        first, second = first[same], second[same]
-    areas = _areas(boxes)
-    hit = _pair_iou(boxes, areas, first, second) > threshold
-    return np.setdiff1d(candidates, second[hit], assume_unique=False)
+def _cross_pairs(kept: np.ndarray, candidates: np.ndarray,
+                 labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, candidate) pairs of the same class, found by sorting, not by a full product."""
+    if labels is None:
+        return np.repeat(kept, len(candidates)), np.tile(candidates, len(kept))
+    order = np.argsort(labels[kept], kind="stable")
+    sorted_labels = labels[kept][order]
+    wanted = labels[candidates]
+    low = np.searchsorted(sorted_labels, wanted, side="left")
+    counts = np.searchsorted(sorted_labels, wanted, side="right") - low
+    second = np.repeat(candidates, counts)
+    offsets = np.arange(len(second)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return kept[order[np.repeat(low, counts) + offsets]], second
 
 
-def _greedy_in_tile(boxes: np.ndarray, labels: np.ndarray | None,
-                    threshold: np.float32) -> np.ndarray:
-    """Positions greedy NMS keeps among score-ranked ``boxes`` (see the module docstring)."""
-    count = len(boxes)
+def _greedy_among(coords: np.ndarray, areas: np.ndarray, labels: np.ndarray | None,
+                  candidates: np.ndarray, threshold: np.float32) -> np.ndarray:
+    """The ranks greedy NMS keeps among ``candidates`` (see the module docstring)."""
+    count = len(candidates)
     if labels is None:
         grouped, sizes = np.arange(count), np.array([count])
     else:
-        grouped = np.argsort(labels, kind="stable")  # class groups, rank order inside each
-        sizes = np.unique(labels[grouped], return_counts=True)[1]
-    source, target = _suppression_edges(boxes[grouped], sizes, threshold)
-    return np.sort(grouped[_greedy(count, source, target)])
+        grouped = np.argsort(labels[candidates], kind="stable")  # class groups, rank order
+        sizes = np.unique(labels[candidates][grouped], return_counts=True)[1]
+    members = candidates[grouped]
+    source, target = _suppression_edges(coords, areas, members, sizes, threshold)
+    return np.sort(members[_greedy(count, source, target)])
 
 
-def _suppression_edges(boxes: np.ndarray, sizes: np.ndarray,
-                       threshold: np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """(i, j) positions, i before j in the same group, where IoU(i, j) > threshold."""
-    count = len(boxes)
+def _suppression_edges(coords: np.ndarray, areas: np.ndarray, members: np.ndarray,
+                       sizes: np.ndarray, threshold: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) positions in ``members``, i before j in the same group, with IoU > threshold."""
+    count = len(members)
     ends = np.repeat(np.cumsum(sizes), sizes)
     partners = ends - np.arange(count) - 1  # later boxes of the same group
     total = np.cumsum(partners)
-    areas = _areas(boxes)
     sources, targets = [], []
     start = 0
     while start < count and total[-1] > (total[start - 1] if start else 0):
@@ -101,7 +104,7 @@ def _suppression_edges(boxes: np.ndarray, sizes: np.ndarray,
         first = np.repeat(np.arange(start, stop), counts)
         offsets = np.arange(len(first)) - np.repeat(np.cumsum(counts) - counts, counts)
         second = first + 1 + offsets
-        hit = _pair_iou(boxes, areas, first, second) > threshold
+        hit = _iou_above(coords, areas, members[first], members[second], threshold)
         sources.append(first[hit])
         targets.append(second[hit])
         start = stop
@@ -110,19 +113,20 @@ def _suppression_edges(boxes: np.ndarray, sizes: np.ndarray,
     return np.concatenate(sources), np.concatenate(targets)
 
 
-def _areas(boxes: np.ndarray) -> np.ndarray:
-    return (boxes[:, 2] - boxes[:, 0]).clip(0) * (boxes[:, 3] - boxes[:, 1]).clip(0)
-
-
-def _pair_iou(boxes: np.ndarray, areas: np.ndarray, first: np.ndarray,
-              second: np.ndarray) -> np.ndarray:
-    a, b = boxes[first], boxes[second]
-    width = (np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0])).clip(0)
-    height = (np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1])).clip(0)
+def _iou_above(coords: np.ndarray, areas: np.ndarray, first: np.ndarray, second: np.ndarray,
+               threshold: np.float32) -> np.ndarray:
+    """IoU(first[k], second[k]) > threshold, in float32 (an empty union compares False)."""
+    x1, y1, x2, y2 = coords
+    width = np.minimum(x2[first], x2[second])
+    width -= np.maximum(x1[first], x1[second])
+    np.maximum(width, 0, out=width)
+    height = np.minimum(y2[first], y2[second])
+    height -= np.maximum(y1[first], y1[second])
+    np.maximum(height, 0, out=height)
     inter = width * height
     union = areas[first] + areas[second] - inter
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / union, np.float32(0))
+        return inter / union > threshold
 
 
 def _greedy(count: int, source: np.ndarray, target: np.ndarray) -> np.ndarray:

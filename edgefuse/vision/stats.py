@@ -3,8 +3,8 @@
 Why both a window and totals: the line printed every few seconds must show what the pipeline
 does now (a camera that drops frames, a thermal slowdown), the summary what it did over the run
 (OpenVINO's PerformanceMetrics: a 1 s window plus totals, per stage; DeepStream prints FPS every
-5 s). The window keeps (time, value) pairs of the last ``window_s`` seconds; totals keep every
-sample up to ``RESERVOIR`` per stage and a uniform random sample beyond (reservoir sampling), so
+5 s). The window keeps (time, value) pairs of the last ``window_s`` seconds (at most
+``WINDOW_SAMPLES``); totals keep every sample up to ``RESERVOIR`` per stage and a uniform random sample beyond (reservoir sampling), so
 an hours-long live run stays in constant memory and a normal run has exact percentiles. All
 methods are thread-safe: every stage thread records into one object.
 
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 RESERVOIR = 65536
+WINDOW_SAMPLES = 1024  # per stage: a 2 s window at up to 512 fps
 LATENCY = "latency"  # end-to-end: capture to sink done
 
 
@@ -116,8 +117,8 @@ class PipelineStats:
         rng = np.random.default_rng(0)
         self._names = (*stages, LATENCY)
         self._totals = {name: _Samples(rng) for name in self._names}
-        self._recent = {name: collections.deque(maxlen=8192) for name in self._names}
-        self._done: collections.deque[float] = collections.deque(maxlen=8192)
+        self._recent = {name: collections.deque(maxlen=WINDOW_SAMPLES) for name in self._names}
+        self._done: collections.deque[float] = collections.deque(maxlen=WINDOW_SAMPLES)
         self._counters = dict.fromkeys(self.COUNTERS, 0)
         self._frames = 0
         self._start = clock()
