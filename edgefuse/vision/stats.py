@@ -4,9 +4,10 @@ Why both a window and totals: the line printed every few seconds must show what 
 does now (a camera that drops frames, a thermal slowdown), the summary what it did over the run
 (OpenVINO's PerformanceMetrics: a 1 s window plus totals, per stage; DeepStream prints FPS every
 5 s). The window keeps (time, value) pairs of the last ``window_s`` seconds (at most
-``WINDOW_SAMPLES``); totals keep every sample up to ``RESERVOIR`` per stage and a uniform random sample beyond (reservoir sampling), so
-an hours-long live run stays in constant memory and a normal run has exact percentiles. All
-methods are thread-safe: every stage thread records into one object.
+``WINDOW_SAMPLES``); totals keep every sample up to ``RESERVOIR`` per stage and a uniform random
+sample beyond (reservoir sampling), so an hours-long live run stays in constant memory and a
+normal run has exact percentiles. All methods are thread-safe: every stage thread records into
+one object.
 
 Counters name events, not stages: ``dropped`` (stale live frames replaced by newer ones),
 ``skipped`` (frames left out on purpose by ``stride``), ``reconnects``, ``unreadable`` (images
