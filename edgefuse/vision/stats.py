@@ -82,7 +82,9 @@ class _Samples:
     """Every sample up to RESERVOIR, then a uniform sample of them (Vitter's algorithm R)."""
 
     def __init__(self, rng: np.random.Generator) -> None:
-        self.values = np.zeros(RESERVOIR, dtype=np.float64)
+        # np.full writes every page now: np.zeros would commit them one by one as samples
+        # arrive, which a memory soak reads as a leak.
+        self.values = np.full(RESERVOIR, np.nan, dtype=np.float64)
         self.count = 0
         self.total = 0.0
         self._rng = rng

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from edgefuse.errors import InputError
-from edgefuse.vision.sources import CameraOptions, open_source
+from edgefuse.vision.sources import CameraOptions, LiveSource, Reconnect, open_source
 from edgefuse.vision.stats import PipelineStats
 from tests.unit.vision.models import write_clip
 
@@ -147,3 +147,37 @@ def test_cameras_ask_for_mjpg_before_the_size_and_one_buffer(monkeypatch):
     assert props.index(cv2.CAP_PROP_FOURCC) < props.index(cv2.CAP_PROP_FRAME_WIDTH)
     assert (cv2.CAP_PROP_BUFFERSIZE, 1) in camera.calls
     assert (cv2.CAP_PROP_FRAME_HEIGHT, 480) in camera.calls
+
+
+def test_a_stream_that_never_comes_back_ends_with_source_lost(caplog):
+    opened = []
+
+    def opener():
+        if opened:
+            raise InputError("cannot open the stream 'fake'", reference="bad-source")
+        opened.append(1)
+        return _TwoFrames()
+
+    source = LiveSource("fake", opener, reconnect=Reconnect(attempts=2, backoff_s=0.01,
+                                                             max_backoff_s=0.02))
+    frames = []
+    with pytest.raises(InputError, match=r"lost the stream 'fake': 2 reconnect attempts failed"):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            frame = source.read(timeout=0.1)
+            if frame is not None:
+                frames.append(frame)
+    source.close()
+    assert len(frames) >= 1 and "reconnect attempt 2 failed" in caplog.text
+
+
+class _TwoFrames:
+    def __init__(self):
+        self.left = 2
+
+    def read(self):
+        self.left -= 1
+        return (self.left >= 0), np.zeros((4, 4, 3), np.uint8)
+
+    def release(self):
+        pass

@@ -54,13 +54,16 @@ def test_detect_writes_the_annotated_video_and_one_record_per_frame(tmp_path, de
     capture.release()
 
 
-def test_detect_flags_override_the_config(tmp_path, detector_onnx, clip):
+def test_detect_flags_override_the_config(tmp_path, detector_onnx, clip, monkeypatch, caplog):
     config = tmp_path / "c.yaml"
     config.write_text(f"model: {detector_onnx}\nsource: {clip}\nconf: 0.1\nmax_frames: 2\n")
     log = tmp_path / "out.jsonl"
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     code = main(["detect", "--config", str(config), "--conf", "0.8", "--classes", "circle",
-                 "--jsonl", str(log), *QUIET])
+                 "--jsonl", str(log), "--show", *QUIET])
     assert code == 0
+    assert "no display here: --show ignored" in caplog.text
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 2 and all(
         [d["class"] for d in r["detections"]] == ["circle"] for r in records)
