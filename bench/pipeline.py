@@ -10,7 +10,9 @@ decoded, drawn into an mp4 and logged to JSON Lines, stages on threads); the ser
 same stages in one thread, as most reference apps run them. The three alternate in rotating
 order for ``--reps`` repetitions; each is reported as its median, the ratios as medians of the
 ratios within a repetition (paired, so the machine's drift cancels). Gate: pipeline >= 0.85 x
-model-only on every case.
+model-only on every case with a real session. The "(stand-in)" cases replace the session by
+``StandIn``, which sleeps for the CPU session's latency and replays its outputs: inference off
+the host CPU, as on the board's NPU, where pipelining shows what it overlaps.
 
 Part 2, NMS: ``edgefuse.vision.detect.decode`` (candidate filter + class-aware NMS + mapping
 back) on a [1, 84, 8400] YOLOv8 output, 80 classes: a realistic one (20 objects, each lighting
@@ -71,17 +73,39 @@ class Case:
     app: str
     model: str
     size: int
+    offload: bool = False  # inference on an accelerator stand-in (see StandIn)
 
     @property
     def name(self) -> str:
-        return f"{self.app} {self.model}@{self.size}"
+        return f"{self.app} {self.model}@{self.size}" + (" (stand-in)" if self.offload else "")
 
 
 CASES = (
     Case("detection", "yolov8n", 320),
     Case("detection", "yolov8n", 640),
     Case("segmentation", "deeplabv3plus_mobilenetv2", 256),
+    Case("detection", "yolov8n", 320, offload=True),
+    Case("segmentation", "deeplabv3plus_mobilenetv2", 256, offload=True),
 )
+
+
+class StandIn:
+    """An accelerator stand-in for the offloaded cases: ``run`` sleeps for the CPU session's
+    median latency and returns that session's outputs for the clip's first frame. On the board
+    the NPU runs the model while the host CPU is free, which a CPU session cannot show on a
+    2-core machine: there, inference and the other stages compete for the same cores."""
+
+    def __init__(self, session, feeds: dict) -> None:
+        times = []
+        for _ in range(7):
+            start = time.perf_counter()
+            self.outputs = session.run(feeds)
+            times.append(time.perf_counter() - start)
+        self.seconds = statistics.median(times)
+
+    def run(self, feeds: dict) -> dict:
+        time.sleep(self.seconds)
+        return self.outputs
 
 
 # ---- the clip ----------------------------------------------------------------------------------
@@ -175,9 +199,12 @@ def pipeline_fps(task, clip: Path, frames: int, concurrent: bool) -> tuple[float
 
 def measure_case(case: Case, clip: Path, frames: int, reps: int, threads: int) -> dict:
     session, task = open_task(case, threads)
+    real = session
     try:
         feeds, _ = task.preprocess(first_frame(clip))
         model_only_fps(session, feeds, 3)
+        if case.offload:
+            session = task.session = StandIn(real, feeds)
         runs: dict[str, list[float]] = {"model_only": [], "pipeline": [], "serial": []}
         ratios: dict[str, list[float]] = {"pipeline": [], "serial": []}
         stages: dict[str, dict] = {}
@@ -197,7 +224,7 @@ def measure_case(case: Case, clip: Path, frames: int, reps: int, threads: int) -
             print(f"  {case.name} rep {rep + 1}/{reps}: " + ", ".join(
                 f"{m} {this[m]:.1f} fps" for m in modes))
     finally:
-        session.close()
+        real.close()
     return {
         "case": case.name, "frames": frames, "reps": reps,
         "fps": {mode: statistics.median(values) for mode, values in runs.items()},
@@ -336,11 +363,11 @@ def soak(frames: int, threads: int, model: str) -> dict:
 def render(results: dict) -> str:
     lines = []
     if "pipeline" in results:
-        lines += ["", f"{'case':<44} {'model-only':>10} {'pipeline':>9} {'ratio':>6} "
+        lines += ["", f"{'case':<55} {'model-only':>10} {'pipeline':>9} {'ratio':>6} "
                       f"{'serial':>7} {'ratio':>6}"]
         for row in results["pipeline"]:
             fps, ratio = row["fps"], row["ratio"]
-            lines.append(f"{row['case']:<44} {fps['model_only']:>10.1f} {fps['pipeline']:>9.1f} "
+            lines.append(f"{row['case']:<55} {fps['model_only']:>10.1f} {fps['pipeline']:>9.1f} "
                          f"{ratio['pipeline']:>6.2f} {fps['serial']:>7.1f} {ratio['serial']:>6.2f}")
         lines.append("(frames per second; ratio = paired median against model-only)")
     if "nms" in results:
@@ -362,7 +389,8 @@ def render(results: dict) -> str:
 def gates(results: dict) -> dict[str, tuple[bool, str]]:
     found = {}
     if "pipeline" in results:
-        worst = min(results["pipeline"], key=lambda row: row["ratio"]["pipeline"])
+        real = [row for row in results["pipeline"] if "stand-in" not in row["case"]]
+        worst = min(real or results["pipeline"], key=lambda row: row["ratio"]["pipeline"])
         found["pipeline_ratio"] = (worst["ratio"]["pipeline"] >= GATES["pipeline_ratio"],
                                    f"lowest {worst['ratio']['pipeline']:.2f} ({worst['case']}) "
                                    f">= {GATES['pipeline_ratio']}")
