@@ -9,7 +9,7 @@ with its ``config.yaml``; the logic is here and in ``edgefuse.apps.detection`` /
 Order of a run: check the config, open the model (a wrong kind of model fails here), warm it up,
 open the source (an unreadable source fails before any output file is created), create the
 sinks, run the pipeline, print the summary. Periodic stats lines go to stderr, the summary and
-the files written to stdout.
+the files written to stdout (to stderr, before the error, when a stage failed).
 """
 
 from __future__ import annotations
@@ -125,7 +125,11 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
             max_frames=config.max_frames, report_every=config.stats_every or None,
             report=lambda snapshot: print(snapshot.line(), file=sys.stderr),
         )
-        summary = pipeline.run(concurrent=not config.serial)
+        try:
+            summary = pipeline.run(concurrent=not config.serial)
+        except BaseException:
+            print(pipeline.stats.snapshot().summary(), file=sys.stderr)
+            raise
     print(summary.stats.summary())
     for path in (config.save, config.jsonl):
         if path and Path(path).exists():

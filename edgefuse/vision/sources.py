@@ -409,7 +409,7 @@ def open_source(spec: Any, *, stride: int = 1, live: bool | None = None,
     if isinstance(spec, str) and "://" in spec:
         return _stream(spec, stride, live, reconnect)
     if isinstance(spec, (str, os.PathLike)):
-        return _path_source(Path(spec), stride, live, reconnect)
+        return _path_source(Path(spec), stride, live)
     if isinstance(spec, Iterable):
         if live:
             return LiveSource("<iterable>", lambda: _IteratorDevice(spec), stride=stride)
@@ -419,7 +419,7 @@ def open_source(spec: Any, *, stride: int = 1, live: bool | None = None,
                           "or an iterable of BGR uint8 arrays", reference=_REF)
 
 
-def _path_source(path: Path, stride: int, live: bool | None, reconnect: Reconnect) -> Source:
+def _path_source(path: Path, stride: int, live: bool | None) -> Source:
     text = str(path)
     if path.is_dir():
         images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
@@ -427,7 +427,7 @@ def _path_source(path: Path, stride: int, live: bool | None, reconnect: Reconnec
     if path.is_file():
         if path.suffix.lower() in IMAGE_SUFFIXES:
             return ImageSource(text, [path], stride=stride)
-        return _video(text, stride, live, reconnect)
+        return _video(text, stride, live)
     if glob.has_magic(text):
         images = sorted(Path(p) for p in glob.glob(text, recursive=True)
                         if Path(p).suffix.lower() in IMAGE_SUFFIXES)
@@ -437,7 +437,7 @@ def _path_source(path: Path, stride: int, live: bool | None, reconnect: Reconnec
                      reference=_REF)
 
 
-def _video(path: str, stride: int, live: bool | None, reconnect: Reconnect) -> Source:
+def _video(path: str, stride: int, live: bool | None) -> Source:
     def opener() -> Any:
         capture = cv2().VideoCapture(path)
         if not capture.isOpened():

@@ -90,3 +90,19 @@ def test_many_candidates_across_tiles_match_the_loop_of_edgefuse_metrics(monkeyp
     assert sorted(kept.tolist()) == sorted(expected.tolist())
     assert kept.tolist() == sorted(kept.tolist(), key=lambda i: (-scores[i], i))
     assert nms(boxes, scores, 0.45, labels, max_det=10).tolist() == kept[:10].tolist()
+
+
+def test_matches_opencvs_batched_nms():
+    """OpenCV's C++ NMSBoxesBatched is an independent reference (class-aware, greedy)."""
+    cv2 = pytest.importorskip("cv2")
+    if not hasattr(cv2, "dnn") or not hasattr(cv2.dnn, "NMSBoxesBatched"):
+        pytest.skip("this OpenCV has no dnn.NMSBoxesBatched")
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        count = int(rng.integers(1, 400))
+        boxes, _, labels = random_boxes(rng, count, 5, 300)
+        scores = rng.random(count).astype(np.float32)
+        xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], axis=1)
+        expected = np.array(cv2.dnn.NMSBoxesBatched(xywh.tolist(), scores.tolist(),
+                                                    labels.tolist(), 0.0, 0.5)).ravel()
+        assert nms(boxes, scores, 0.5, labels).tolist() == expected.tolist()

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import onnx
 import pytest
 
 from edgefuse.cli.main import main
+from edgefuse.vision.detector import Detector
 from edgefuse.vision.model_info import AppInfo, embed
 from tests.unit.vision.models import constant_model, red_mask_model, write_clip, yolov8_output
 
@@ -133,3 +135,14 @@ def test_python_dash_m_apps_runs_the_same_app_with_its_config(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
     assert "error[model-not-found]" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_failing_stage_still_prints_the_summary(monkeypatch, detector_onnx, clip, capsys):
+    def broken(self, outputs, geometry):
+        raise RuntimeError("decode bug")
+
+    monkeypatch.setattr(Detector, "postprocess", broken)
+    assert main(["detect", "--model", str(detector_onnx), "--source", str(clip), *QUIET]) == 3
+    err = capsys.readouterr().err
+    assert "RuntimeError: decode bug" in err and "0 frames in" in err
+    assert [t.name for t in threading.enumerate() if t.name.startswith("edgefuse-")] == []
