@@ -3,6 +3,8 @@ and AIPP frames that are normalised exactly once."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -154,3 +156,18 @@ def test_app_info_records_are_checked():
     info = AppInfo.from_dict({"task": "detect", "classes": ["a"],
                               "preprocess": {"size": [8, 8]}, "postprocess": {"iou": 0.7}})
     assert AppInfo.from_dict(info.to_dict()) == info
+
+
+def test_a_build_dir_carries_the_app_info_of_its_onnx(tmp_path, monkeypatch):
+    """compile keeps metadata_props; a manifest "app" key, when present, wins."""
+    hide_atc(monkeypatch)
+    info = AppInfo.from_dict({"task": "segment", "classes": ["red"]})
+    onnx.save(embed(red_mask_model(), info), tmp_path / "mask.onnx")
+    compile_model(tmp_path / "mask.onnx", SOC, tmp_path / "build")
+    with Segmenter.open(tmp_path / "build", backends="cpu") as segmenter:
+        assert segmenter.class_names == ("background", "red")
+    manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
+    manifest["app"] = {"task": "detect"}
+    (tmp_path / "build" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="its app info says task 'detect'"):
+        Segmenter.open(tmp_path / "build", backends="cpu")
