@@ -27,6 +27,7 @@ from the end of the warm-up (the first 10 %, at least 500 frames) to the end. Ga
 
     python -m bench.pipeline                     # parts 1 and 2
     python -m bench.pipeline --frames 120 --reps 3 --threads 1
+    python -m bench.pipeline --cases ''           # part 2 only
     python -m bench.pipeline --soak 10000         # part 3 only
 
 The sample clip (bench/results/sample_clip.mp4, 640 x 480, 30 fps) is drawn here with OpenCV:
@@ -454,11 +455,12 @@ def main() -> int:
         print(f"[soak] {args.soak} frames")
         results["soak"] = soak(args.soak, args.threads, args.soak_model)
     else:
-        clip = sample_clip(CLIP)
         cases = [CASES[int(i)] for i in args.cases.split(",") if i.strip()]
-        print(f"[pipeline] {clip.name}, {args.frames} frames x {args.reps} reps")
-        results["pipeline"] = [measure_case(c, clip, args.frames, args.reps, args.threads)
-                               for c in cases]
+        if cases:
+            clip = sample_clip(CLIP)
+            print(f"[pipeline] {clip.name}, {args.frames} frames x {args.reps} reps")
+            results["pipeline"] = [measure_case(c, clip, args.frames, args.reps, args.threads)
+                                   for c in cases]
         print("[nms]")
         results["nms"] = nms_bench(args.nms_runs)
     found = gates(results)
