@@ -28,6 +28,8 @@ COMMANDS: tuple[str, ...] = (
     "ops",
     "inspect",
     "run",
+    "detect",
+    "segment",
     "bench",
     "rules",
     "verify",

@@ -1,0 +1,2 @@
+"""The segmentation app (``python -m apps.segmentation``); the code is
+``edgefuse.apps.segmentation``."""

@@ -1,0 +1,235 @@
+"""The apps' configuration: a YAML file, then command-line flags over it, every value checked.
+
+Why typed and strict: a YAML typo (``conf_thres`` for ``conf``) silently ignored means a run with
+the default threshold and no warning. Unknown keys are refused with the closest known key, wrong
+types with the key, the value and the file (``error[bad-config]``, exit 2). Flags use the same
+checks, so ``--conf 2`` fails like ``conf: 2``.
+
+Precedence: the dataclass defaults < the config file (``--config``; ``python -m apps.detection``
+passes ``apps/detection/config.yaml``) < flags. Values left null defer to the model: thresholds
+and class names come from the model's app info when it carries them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from edgefuse.errors import InputError
+from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
+from edgefuse.vision import _records as rec
+from edgefuse.vision.sources import CameraOptions, Reconnect
+
+_REF = "bad-config"
+
+
+@dataclasses.dataclass(frozen=True)
+class AppConfig:
+    """What both apps take (see apps/*/config.yaml for the commented YAML)."""
+
+    model: str | None = None
+    source: str | int | None = None
+    backend: tuple[str, ...] = DEFAULT_BACKENDS
+    threads: int | None = None
+    device_id: int = 0
+    class_names: tuple[str, ...] | None = None
+    preprocess: dict[str, Any] = dataclasses.field(default_factory=dict)
+    stride: int = 1
+    live: bool | None = None
+    max_frames: int | None = None
+    save: str | None = None
+    jsonl: str | None = None
+    show: bool = False
+    queue_size: int = 2
+    in_flight: int = 3
+    stats_every: float = 5.0
+    serial: bool = False
+    reconnect: Reconnect = Reconnect()
+    camera: CameraOptions = CameraOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectionConfig(AppConfig):
+    conf: float | None = None
+    iou: float | None = None
+    max_det: int | None = None
+    classes: tuple[int | str, ...] | None = None
+    agnostic_nms: bool = False
+    line_width: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentationConfig(AppConfig):
+    palette: str | tuple[Any, ...] = "voc"
+    alpha: float = 0.5
+    background: int | None = None
+    threshold: float = 0.5
+
+
+# ---- value checks ------------------------------------------------------------------------------
+
+
+def _optional(check: Callable[[Any, str, str], Any]) -> Callable[[Any, str, str], Any]:
+    return lambda value, key, where: None if value is None else check(value, key, where)
+
+
+def _text(value: Any, key: str, where: str) -> str:
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise rec.bad(f"'{key}' must be a non-empty string, got {value!r}", where, _REF)
+    return value
+
+
+def _source(value: Any, key: str, where: str) -> str | int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return _text(value, key, where)
+
+
+def _int(low: int) -> Callable[[Any, str, str], int]:
+    return lambda value, key, where: int(rec.number(value, key, where, _REF, low=low,
+                                                    integer=True))
+
+
+def _fraction(value: Any, key: str, where: str) -> float:
+    return float(rec.number(value, key, where, _REF, low=0, high=1))
+
+
+def _boolean(value: Any, key: str, where: str) -> bool:
+    return rec.boolean(value, key, where, _REF)
+
+
+def _backends(value: Any, key: str, where: str) -> tuple[str, ...]:
+    names = value.split(",") if isinstance(value, str) else value
+    names = tuple(rec.strings(names, key, where, _REF))
+    names = tuple(n.strip() for n in names if n.strip())
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or not names:
+        raise rec.bad(f"'{key}' names unknown backend(s) {unknown or names}", where, _REF,
+                      hint=f"known backends: {', '.join(BACKENDS)}")
+    return names
+
+
+def _names(value: Any, key: str, where: str) -> tuple[str, ...]:
+    return rec.strings(value.split(",") if isinstance(value, str) else value, key, where, _REF)
+
+
+def _classes(value: Any, key: str, where: str) -> tuple[int | str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(items, int) and not isinstance(items, bool):
+        items = [items]
+    if not isinstance(items, (list, tuple)) or not items:
+        raise rec.bad(f"'{key}' must be a list of class ids or names, got {value!r}", where, _REF)
+    out: list[int | str] = []
+    for item in items:
+        if isinstance(item, str) and item.strip().isdigit():
+            item = int(item.strip())
+        if isinstance(item, bool) or not isinstance(item, (int, str)) or item == "":
+            raise rec.bad(f"'{key}' holds {item!r}, not a class id or name", where, _REF)
+        out.append(item.strip() if isinstance(item, str) else item)
+    return tuple(out)
+
+
+def _positive_float(value: Any, key: str, where: str) -> float:
+    return float(rec.number(value, key, where, _REF, low=0))
+
+
+def _mapping(value: Any, key: str, where: str) -> dict[str, Any]:
+    return dict(rec.check_mapping(value, f"{where} '{key}'".strip(), _REF))
+
+
+def _record(kind: type) -> Callable[[Any, str, str], Any]:
+    def check(value: Any, key: str, where: str) -> Any:
+        if isinstance(value, kind):
+            return value
+        data = _mapping(value, key, where)
+        names = {f.name for f in dataclasses.fields(kind)}
+        rec.check_keys(data, names, f"{where} '{key}'".strip(), _REF)
+        merged = {**dataclasses.asdict(kind()), **data}
+        for name, current in merged.items():
+            if current is not None and name != "fourcc":
+                rec.number(current, f"{key}.{name}", where, _REF, low=0)
+        if merged.get("fourcc") is not None and (
+                not isinstance(merged["fourcc"], str) or len(merged["fourcc"]) != 4):
+            raise rec.bad(f"'{key}.fourcc' must be four characters such as MJPG", where, _REF)
+        return kind(**merged)
+    return check
+
+
+def _palette(value: Any, key: str, where: str) -> str | tuple[Any, ...]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and value:
+        return tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    raise rec.bad(f"'{key}' must be a palette name or a list of colours, got {value!r}", where,
+                  _REF)
+
+
+CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
+    "model": _optional(_text),
+    "source": _optional(_source),
+    "backend": _backends,
+    "threads": _optional(_int(1)),
+    "device_id": _int(0),
+    "class_names": _optional(_names),
+    "preprocess": _mapping,
+    "stride": _int(1),
+    "live": _optional(_boolean),
+    "max_frames": _optional(_int(1)),
+    "save": _optional(_text),
+    "jsonl": _optional(_text),
+    "show": _boolean,
+    "queue_size": _int(1),
+    "in_flight": _int(1),
+    "stats_every": _positive_float,
+    "serial": _boolean,
+    "reconnect": _record(Reconnect),
+    "camera": _record(CameraOptions),
+    "conf": _optional(_fraction),
+    "iou": _optional(_fraction),
+    "max_det": _optional(_int(1)),
+    "classes": _optional(_classes),
+    "agnostic_nms": _boolean,
+    "line_width": _optional(_int(1)),
+    "palette": _palette,
+    "alpha": _fraction,
+    "background": _optional(_int(0)),
+    "threshold": _fraction,
+}
+
+
+# ---- loading -----------------------------------------------------------------------------------
+
+
+def from_mapping(kind: type[AppConfig], data: Mapping[str, Any], where: str,
+                 base: AppConfig | None = None) -> Any:
+    """``base`` (or the defaults) with the keys of ``data`` replaced, each value checked."""
+    rec.check_mapping(data, where, _REF)
+    known = [f.name for f in dataclasses.fields(kind)]
+    rec.check_keys(data, known, where, _REF)
+    values = {key: CHECKS[key](value, key, where) for key, value in data.items()}
+    return dataclasses.replace(base or kind(), **values)
+
+
+def load(kind: type[AppConfig], path: str | os.PathLike[str]) -> Any:
+    """The config in the YAML file ``path`` (keys not given keep their defaults)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the config '{file}': {exc.strerror or exc}",
+                         reference=_REF) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
+        raise InputError(f"the config is not valid YAML: {getattr(exc, 'problem', exc)}",
+                         context=where, reference=_REF) from exc
+    return from_mapping(kind, data or {}, str(file))

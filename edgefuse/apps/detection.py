@@ -1,0 +1,50 @@
+"""The detection app: a YOLO model over a camera, video, stream or images; boxes drawn and logged.
+
+Thin over ``edgefuse.vision``: a ``Detector`` built from the model and the config, the shared
+runner for the rest (``edgefuse.apps.runner``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from edgefuse.apps.config import DetectionConfig
+from edgefuse.apps.runner import add_common_arguments, class_ids, config_from_args, run_app
+from edgefuse.runtime import ModelSource, Session
+from edgefuse.vision.detector import Detector
+from edgefuse.vision.model_info import AppInfo
+
+TASK_FLAGS = ("conf", "iou", "max_det", "classes", "agnostic_nms", "line_width")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument("--conf", type=float, metavar="T",
+                        help="score threshold (default: the model's, else 0.25)")
+    parser.add_argument("--iou", type=float, metavar="T",
+                        help="NMS IoU threshold (default: the model's, else 0.45)")
+    parser.add_argument("--max-det", type=int, metavar="N", help="boxes per frame (default 300)")
+    parser.add_argument("--classes", metavar="ID|NAME,...", help="keep only these classes")
+    parser.add_argument("--agnostic-nms", action="store_true", default=None,
+                        help="NMS across classes")
+    parser.add_argument("--line-width", type=int, metavar="PX", help="box line width")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_app(config_from_args(DetectionConfig, args, TASK_FLAGS), make_detector)
+
+
+def make_detector(session: Session, info: AppInfo | None, source: ModelSource,
+                  config: Any) -> Detector:
+    detector = Detector(
+        session, info=info, manifest=source.manifest, preprocess=config.preprocess,
+        label=source.label, conf=config.conf, iou=config.iou, max_det=config.max_det,
+        agnostic=config.agnostic_nms, class_names=config.class_names,
+        line_width=config.line_width,
+    )
+    if config.classes is not None:
+        wanted = class_ids(config.classes, detector.class_names)
+        detector.options = dataclasses.replace(detector.options, classes=wanted)
+    return detector

@@ -1,0 +1,174 @@
+"""What the detection and segmentation apps share: flags, config, model, source, sinks, the run.
+
+Why the apps live in the package and ``apps/`` at the repository root is a thin shell: ``edgefuse
+detect`` must work from a wheel, which ships ``edgefuse*`` only, and ``python -m apps.detection``
+from a checkout must run the same code. ``apps/detection/__main__.py`` calls ``edgefuse.cli``
+with its ``config.yaml``; the logic is here and in ``edgefuse.apps.detection`` /
+``segmentation``.
+
+Order of a run: check the config, open the model (a wrong kind of model fails here), warm it up,
+open the source (an unreadable source fails before any output file is created), create the
+sinks, run the pipeline, print the summary. Periodic stats lines go to stderr, the summary and
+the files written to stdout (to stderr, before the error, when a stage failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgefuse.apps import config as app_config
+from edgefuse.apps.config import AppConfig
+from edgefuse.apps.models import resolve_model
+from edgefuse.errors import InputError
+from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
+from edgefuse.vision.model import VisionModel
+from edgefuse.vision.model_info import AppInfo
+from edgefuse.vision.pipeline import Pipeline
+from edgefuse.vision.sinks import (
+    VIDEO_CODECS,
+    ImageFolderSink,
+    JsonlSink,
+    Sink,
+    VideoSink,
+    WindowSink,
+    display_available,
+)
+from edgefuse.vision.sources import IMAGE_SUFFIXES, open_source
+
+log = logging.getLogger(__name__)
+
+MakeTask = Callable[[Session, "AppInfo | None", ModelSource, Any], VisionModel]
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags both apps take; each overrides the config key of the same name."""
+    parser.add_argument("--config", metavar="CONFIG.yaml",
+                        help="YAML config; flags override its values")
+    parser.add_argument("--model", metavar="FILE|BUILD_DIR|NAME",
+                        help="an .onnx file, a directory from `edgefuse compile`, or a catalogue "
+                             "model (yolov8n, yolov8n:tiny, ...)")
+    parser.add_argument("--source", metavar="SOURCE",
+                        help="camera index, video file, rtsp/http URL, image folder, glob or image")
+    parser.add_argument("--save", metavar="OUT.mp4|DIR",
+                        help="annotated video (.mp4, .avi, ...) or a folder for annotated images")
+    parser.add_argument("--jsonl", metavar="OUT.jsonl", help="one JSON record per frame")
+    parser.add_argument("--show", action="store_true", default=None,
+                        help="show a window (only where a display exists; q or Esc stops)")
+    parser.add_argument("--backend", action="append", metavar="NAME",
+                        help="backend to try, in order; repeat or comma-separate "
+                             f"({', '.join(BACKENDS)})")
+    parser.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads")
+    parser.add_argument("--device-id", type=int, metavar="N", help="NPU or GPU to use")
+    parser.add_argument("--class-names", metavar="A,B,...",
+                        help="class names by id, when the model carries none")
+    parser.add_argument("--imgsz", metavar="H[,W]", help="model input size, for dynamic inputs")
+    parser.add_argument("--stride", type=int, metavar="N", help="process every N-th frame")
+    parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
+                        help="latest-frame reading (default: cameras and stream URLs)")
+    parser.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
+    parser.add_argument("--queue-size", type=int, metavar="N", help="frames between stages")
+    parser.add_argument("--stats-every", type=float, metavar="S",
+                        help="seconds between stats lines on stderr (0: none)")
+    parser.add_argument("--serial", action="store_true", default=None,
+                        help="run every stage in one thread (for comparison)")
+
+
+def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
+                     task_flags: tuple[str, ...]) -> Any:
+    """The config file's values (or the defaults), with every flag given on top."""
+    config = app_config.load(kind, args.config) if args.config else kind()
+    flags = ("model", "source", "save", "jsonl", "show", "threads", "device_id", "class_names",
+             "stride", "live", "max_frames", "queue_size", "stats_every", "serial", *task_flags)
+    given = {key: getattr(args, key) for key in flags if getattr(args, key) is not None}
+    if args.backend:
+        given["backend"] = ",".join(args.backend)
+    if args.imgsz:
+        sizes = args.imgsz.split(",")
+        if not all(s.strip().isdigit() for s in sizes) or len(sizes) not in (1, 2):
+            raise InputError(f"--imgsz takes H or H,W, got '{args.imgsz}'", reference="bad-config")
+        given["preprocess"] = {**config.preprocess,
+                               "size": [int(sizes[0]), int(sizes[-1])]}
+    return app_config.from_mapping(kind, given, "command line", base=config)
+
+
+def run_app(config: AppConfig, make_task: MakeTask) -> int:
+    """Open everything the config names and run the pipeline; returns the exit code."""
+    if not config.model:
+        raise InputError("no model given", hint="pass --model, or set 'model:' in the config",
+                         reference="bad-config")
+    if config.source is None:
+        raise InputError("no source given", hint="pass --source, or set 'source:' in the config",
+                         reference="bad-config")
+    model_source, info = resolve_model(config.model)
+    options: dict[str, Any] = {"device_id": config.device_id}
+    if config.threads is not None:
+        options["threads"] = config.threads
+    with open_session(model_source, config.backend, **options) as session:
+        task = make_task(session, info, model_source, config)
+        task.warm_up()
+        source = open_source(config.source, stride=config.stride, live=config.live,
+                             reconnect=config.reconnect, camera=config.camera)
+        try:
+            sinks = make_sinks(config)
+        except BaseException:
+            source.close()
+            raise
+        print(f"{model_source.label}: {task.layout} on {session.backend}; source {source.name} "
+              f"({'live' if source.live else 'every frame'})", file=sys.stderr)
+        pipeline = Pipeline(
+            source, task, sinks, queue_size=config.queue_size, in_flight=config.in_flight,
+            max_frames=config.max_frames, report_every=config.stats_every or None,
+            report=lambda snapshot: print(snapshot.line(), file=sys.stderr),
+        )
+        try:
+            summary = pipeline.run(concurrent=not config.serial)
+        except BaseException:
+            print(pipeline.stats.snapshot().summary(), file=sys.stderr)
+            raise
+    print(summary.stats.summary())
+    for path in (config.save, config.jsonl):
+        if path and Path(path).exists():
+            print(f"wrote {path}")
+    if summary.reason != "end":
+        print(f"stopped: {summary.reason.replace('_', ' ')}")
+    return 130 if summary.reason == "interrupted" else 0
+
+
+def make_sinks(config: AppConfig) -> list[Sink]:
+    sinks: list[Sink] = []
+    if config.jsonl:
+        sinks.append(JsonlSink(config.jsonl))
+    if config.save:
+        suffix = Path(config.save).suffix.lower()
+        if suffix in IMAGE_SUFFIXES:
+            raise InputError(f"--save '{config.save}' names one image",
+                             hint="give a folder for images (--save out/) or a video name "
+                                  f"({', '.join(VIDEO_CODECS)})", reference="bad-output-path")
+        sinks.append(VideoSink(config.save) if suffix else ImageFolderSink(config.save))
+    if config.show:
+        if display_available():
+            sinks.append(WindowSink())
+        else:
+            log.warning("no display here: --show ignored")
+    return sinks
+
+
+def class_ids(wanted: tuple[int | str, ...], names: tuple[str, ...]) -> tuple[int, ...]:
+    """Class filter entries (ids or names) as ids; an unknown name is the user's error."""
+    ids = []
+    for item in wanted:
+        if isinstance(item, int):
+            ids.append(item)
+        elif item in names:
+            ids.append(names.index(item))
+        else:
+            raise InputError(f"unknown class '{item}' in classes",
+                             hint=f"the model's classes: {', '.join(names) or 'unnamed'}",
+                             reference="bad-config")
+    return tuple(ids)
+

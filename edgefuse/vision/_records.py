@@ -1,0 +1,82 @@
+"""Checks shared by the JSON/YAML records of edgefuse.vision (preprocess, app info, app config).
+
+Why one place: every record is written by hand (a YAML config) or by another program (an ONNX's
+metadata), so each must refuse an unknown key with a did-you-mean, and a value of the wrong type
+with the key, the value and where it came from, in the same words.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from edgefuse.errors import InputError
+
+
+def bad(message: str, where: str, reference: str, hint: str | None = None) -> InputError:
+    return InputError(message, context=where or None, hint=hint, reference=reference)
+
+
+def check_mapping(data: Any, where: str, reference: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise bad(f"expected a mapping of keys to values, got {type(data).__name__}",
+                  where, reference)
+    return data
+
+
+def check_keys(data: Mapping[str, Any], known: Collection[str], where: str,
+               reference: str) -> None:
+    """Refuse keys outside ``known``, suggesting the closest known key: one that starts the
+    other (``conf_thres`` -> ``conf``), else the closest spelling."""
+    for key in data:
+        if key in known:
+            continue
+        text = str(key)
+        close = sorted((k for k in known if text.startswith(k) or k.startswith(text)),
+                       key=len)[-1:] or difflib.get_close_matches(text, sorted(known), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(sorted(known))}"
+        raise bad(f"unknown key '{key}'", where, reference, hint)
+
+
+def number(value: Any, key: str, where: str, reference: str, *, low: float | None = None,
+           high: float | None = None, integer: bool = False) -> float | int:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an integer" if integer else "a number"
+        raise bad(f"'{key}' must be {kind}, got {value!r}", where, reference)
+    if (low is not None and value < low) or (high is not None and value > high):
+        span = f"{'' if low is None else low}..{'' if high is None else high}"
+        raise bad(f"'{key}' must be in {span}, got {value!r}", where, reference)
+    return value
+
+
+def choice(value: Any, key: str, choices: Sequence[str], where: str, reference: str) -> str:
+    if value not in choices:
+        raise bad(f"'{key}' must be one of {', '.join(map(repr, choices))}, got {value!r}",
+                  where, reference)
+    return value
+
+
+def boolean(value: Any, key: str, where: str, reference: str) -> bool:
+    if not isinstance(value, bool):
+        raise bad(f"'{key}' must be true or false, got {value!r}", where, reference)
+    return value
+
+
+def numbers(value: Any, key: str, length: int, where: str, reference: str, *,
+            integer: bool = False, low: float | None = None) -> tuple:
+    """A list of ``length`` numbers; one number stands for all of them."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value] * length
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != length:
+        raise bad(f"'{key}' must be a list of {length} numbers, got {value!r}", where, reference)
+    return tuple(number(v, key, where, reference, integer=integer, low=low) for v in value)
+
+
+def strings(value: Any, key: str, where: str, reference: str) -> tuple[str, ...]:
+    if not isinstance(value, Sequence) or isinstance(value, str) or not all(
+        isinstance(v, str) for v in value
+    ):
+        raise bad(f"'{key}' must be a list of strings, got {value!r}", where, reference)
+    return tuple(value)

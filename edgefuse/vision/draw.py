@@ -1,0 +1,58 @@
+"""Annotated frames: boxes with labels, and class maps blended over the frame.
+
+Why OpenCV for all of it: its rectangle, text and ``addWeighted`` run in C++ with the GIL
+released, so drawing overlaps inference in the pipeline's sink thread. Frames are BGR uint8 and
+never modified in place (the caller may still hold them). The overlay blends only pixels outside
+the background class, ``out = (1 - alpha) * frame + alpha * colour`` rounded as OpenCV does, so
+an empty map leaves the frame untouched (OpenVINO blends everywhere, which darkens the whole
+frame with the background's black).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgefuse.metrics.detect import Detections
+from edgefuse.vision._cv import cv2
+
+
+def label_of(names: Sequence[str], class_id: int) -> str:
+    return names[class_id] if 0 <= class_id < len(names) else f"class{class_id}"
+
+
+def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[str],
+                    colours: np.ndarray, *, line_width: int | None = None,
+                    labels: bool = True) -> np.ndarray:
+    """A copy of ``frame`` with each box and "name score"; ``colours`` BGR [N, 3], by class."""
+    out = frame.copy()
+    width = line_width or max(round(sum(frame.shape[:2]) / 2 * 0.003), 1)
+    font_scale = width / 3
+    for box, score, class_id in zip(detections.boxes, detections.scores, detections.classes,
+                                    strict=True):
+        colour = tuple(int(c) for c in colours[int(class_id) % len(colours)])
+        x1, y1, x2, y2 = (int(round(float(v))) for v in box)
+        cv2().rectangle(out, (x1, y1), (x2, y2), colour, width)
+        if not labels:
+            continue
+        text = f"{label_of(names, int(class_id))} {float(score):.2f}"
+        (text_w, text_h), base = cv2().getTextSize(text, 0, font_scale, max(width - 1, 1))
+        above = y1 - text_h - base >= 0
+        top = y1 - text_h - base if above else y1
+        cv2().rectangle(out, (x1, top), (x1 + text_w, top + text_h + base), colour, -1)
+        cv2().putText(out, text, (x1, top + text_h), 0, font_scale, (255, 255, 255),
+                      max(width - 1, 1), cv2().LINE_AA)
+    return out
+
+
+def overlay(frame: np.ndarray, class_map: np.ndarray, colours: np.ndarray, *,
+            alpha: float = 0.5, background: int | None = 0) -> np.ndarray:
+    """``frame`` with the class map's colours (BGR [N, 3], by class id) blended in."""
+    coloured = colours.take(class_map, axis=0, mode="wrap")
+    blended = cv2().addWeighted(frame, 1.0 - alpha, coloured, alpha, 0.0)
+    if background is None:
+        return blended
+    out = frame.copy()
+    np.copyto(out, blended, where=(class_map != background)[..., np.newaxis])
+    return out

@@ -1,0 +1,41 @@
+"""What flows through a pipeline: a captured ``Frame``, then the ``FrameResult`` each stage fills.
+
+Why a leaf module: sources make frames, stages and sinks read results, and none of them should
+import another to learn the shape of the data they share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Frame:
+    """One BGR uint8 frame [h, w, 3] as a source delivered it."""
+
+    index: int  # position in the source, counting frames skipped by stride or dropped as stale
+    image: np.ndarray
+    time: float  # wall-clock capture time, seconds since the epoch (time.time())
+    clock: float  # time.perf_counter() at capture, for latency
+    pts: float | None = None  # media time in seconds (video files), None for live sources
+    name: str | None = None  # file name, for image folders and single images
+    decode_s: float = 0.0  # seconds the source spent reading and decoding this frame
+
+
+@dataclasses.dataclass
+class FrameResult:
+    """A frame and what the pipeline made of it; ``result`` is the task's (e.g. Detections)."""
+
+    frame: Frame
+    feeds: dict[str, np.ndarray] | None = None
+    geometry: Any = None
+    outputs: dict[str, np.ndarray] | None = None
+    result: Any = None
+    timings_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def index(self) -> int:
+        return self.frame.index

@@ -1,0 +1,90 @@
+"""Class colours: Pascal VOC's bit-interleaved colour map, Cityscapes' 19 train ids, or a list.
+
+Why these two: they are what segmentation users compare against (VainF ``voc_cmap``, rknn
+``create_pascal_label_colormap`` and OpenVINO's ``pascal_voc_21cl_colors.txt`` agree: 0 black,
+1 (128, 0, 0), 2 (0, 128, 0), 3 (128, 128, 0), 4 (0, 0, 128), ...; Cityscapes' road
+(128, 64, 128) ... bicycle (119, 11, 32)). Detection boxes use Ultralytics' 20-colour cycle so
+screenshots look the same. Palettes are RGB uint8 [N, 3]; ``bgr`` converts for OpenCV drawing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from edgefuse.errors import InputError
+
+CITYSCAPES = (
+    (128, 64, 128), (244, 35, 232), (70, 70, 70), (102, 102, 156), (190, 153, 153),
+    (153, 153, 153), (250, 170, 30), (220, 220, 0), (107, 142, 35), (152, 251, 152),
+    (70, 130, 180), (220, 20, 60), (255, 0, 0), (0, 0, 142), (0, 0, 70), (0, 60, 100),
+    (0, 80, 100), (0, 0, 230), (119, 11, 32),
+)
+# ultralytics/utils/plotting.py Colors
+BOXES_HEX = (
+    "FF3838", "FF9D97", "FF701F", "FFB21D", "CFD231", "48F90A", "92CC17", "3DDB86", "1A9334",
+    "00D4BB", "2C99A8", "00C2FF", "344593", "6473FF", "0018EC", "8438FF", "520085", "CB38FF",
+    "FF95C8", "FF37C7",
+)
+NAMES = ("voc", "cityscapes", "boxes")
+
+
+def voc(count: int = 256) -> np.ndarray:
+    """The Pascal VOC colour map: bits of the class id spread over R, G, B, high bits first."""
+    ids = np.arange(count)
+    colours = np.zeros((count, 3), dtype=np.int64)
+    for bit in range(8):
+        for channel in range(3):
+            colours[:, channel] |= ((ids >> (3 * bit + channel)) & 1) << (7 - bit)
+    return colours.astype(np.uint8)
+
+
+def cityscapes() -> np.ndarray:
+    return np.array(CITYSCAPES, dtype=np.uint8)
+
+
+def boxes() -> np.ndarray:
+    return np.array([[int(h[i:i + 2], 16) for i in (0, 2, 4)] for h in BOXES_HEX], np.uint8)
+
+
+def palette(spec: str | Sequence[Any], count: int | None = None) -> np.ndarray:
+    """A palette by name (``voc``, ``cityscapes``, ``boxes``) or from a list of colours.
+
+    Colours in a list are [r, g, b] or "#rrggbb". With ``count``, the palette is cycled (or cut)
+    to exactly ``count`` colours, so every class id has one.
+    """
+    if isinstance(spec, str):
+        if spec not in NAMES:
+            raise InputError(f"unknown palette '{spec}'",
+                             hint=f"one of {', '.join(NAMES)}, or a list of [r, g, b] colours",
+                             reference="bad-palette")
+        colours = {"voc": lambda: voc(max(count or 256, 1)), "cityscapes": cityscapes,
+                   "boxes": boxes}[spec]()
+    else:
+        colours = np.array([_colour(c) for c in spec], dtype=np.uint8).reshape(-1, 3)
+        if len(colours) == 0:
+            raise InputError("the palette list is empty", reference="bad-palette")
+    if count is not None:
+        colours = colours[np.arange(count) % len(colours)]
+    return colours
+
+
+def bgr(colours: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(colours[:, ::-1])
+
+
+def _colour(value: Any) -> tuple[int, int, int]:
+    if isinstance(value, str) and len(value.lstrip("#")) == 6:
+        text = value.lstrip("#")
+        try:
+            return tuple(int(text[i:i + 2], 16) for i in (0, 2, 4))  # type: ignore[return-value]
+        except ValueError:
+            pass
+    elif (isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 3
+          and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255
+                  for v in value)):
+        return tuple(value)  # type: ignore[return-value]
+    raise InputError(f"bad palette colour {value!r}", hint="use [r, g, b] (0..255) or '#rrggbb'",
+                     reference="bad-palette")

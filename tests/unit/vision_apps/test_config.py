@@ -1,0 +1,63 @@
+"""The apps' YAML config: defaults, the shipped configs, and bad values refused by key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgefuse.apps import config
+from edgefuse.apps.config import DetectionConfig, SegmentationConfig
+from edgefuse.errors import InputError
+from edgefuse.vision.sources import CameraOptions, Reconnect
+
+APPS = Path(__file__).resolve().parents[3] / "apps"
+
+
+def test_the_shipped_configs_are_the_defaults():
+    assert config.load(DetectionConfig, APPS / "detection" / "config.yaml") == DetectionConfig()
+    assert config.load(SegmentationConfig,
+                       APPS / "segmentation" / "config.yaml") == SegmentationConfig()
+
+
+def test_values_are_checked_and_normalised(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: m.onnx\nsource: 0\nbackend: cpu\nclasses: [0, square]\n"
+                    "reconnect: {attempts: null, backoff_s: 0.1}\ncamera: {width: 640}\n")
+    loaded = config.load(DetectionConfig, path)
+    assert loaded.source == 0 and loaded.backend == ("cpu",) and loaded.classes == (0, "square")
+    assert loaded.reconnect == Reconnect(attempts=None, backoff_s=0.1)
+    assert loaded.camera == CameraOptions(width=640)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("conf_thres: 0.4\n", "(?s)unknown key 'conf_thres'.*did you mean 'conf'"),
+    ("conf: high\n", "'conf' must be a number"),
+    ("conf: 1.5\n", r"'conf' must be in 0\.\.1"),
+    ("backend: [cpu, tpu]\n", "unknown backend"),
+    ("stride: 0\n", "'stride' must be in 1"),
+    ("show: yes please\n", "'show' must be true or false"),
+    ("reconnect: {atempts: 3}\n", "(?s)unknown key 'atempts'.*did you mean 'attempts'"),
+    ("camera: {fourcc: MJPEG}\n", "four characters"),
+    ("- a list\n", "expected a mapping"),
+    ("model: [unclosed\n", "not valid YAML"),
+])
+def test_bad_configs_name_the_key_and_the_file(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message) as caught:
+        config.load(DetectionConfig, path)
+    assert caught.value.reference == "bad-config" and str(path) in str(caught.value)
+
+
+def test_segmentation_keys_are_not_detection_keys(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("palette: cityscapes\n")
+    assert config.load(SegmentationConfig, path).palette == "cityscapes"
+    with pytest.raises(InputError, match="unknown key 'palette'"):
+        config.load(DetectionConfig, path)
+
+
+def test_a_missing_config_file(tmp_path):
+    with pytest.raises(InputError, match="cannot read the config"):
+        config.load(DetectionConfig, tmp_path / "nope.yaml")
