@@ -149,6 +149,16 @@ class Ref(str, enum.Enum):
     ACL_CALL_FAILED = "acl-call-failed", "a pyACL call returned an error code"
     BAD_BENCH_OPTIONS = "bad-bench-options", "bench's iterations/seconds/rounds are invalid"
 
+    # --- vision pipeline and apps ---------------------------------------------------------------
+    BAD_SOURCE = "bad-source", "a frame source (camera, file, URL, folder) cannot be opened"
+    SOURCE_LOST = "source-lost", "a live source stopped and could not be reconnected"
+    BAD_PREPROCESS = "bad-preprocess", "a preprocessing record is malformed"
+    BAD_APP_INFO = "bad-app-info", "a model's application info (classes, layouts) is malformed"
+    BAD_LAYOUT = "bad-layout", "a model output does not have the layout its decoder reads"
+    WRONG_MODEL_KIND = "wrong-model-kind", "the model does not do what the app needs"
+    BAD_PALETTE = "bad-palette", "a segmentation palette is malformed"
+    BAD_CONFIG = "bad-config", "an app's YAML configuration is wrong"
+
 
 class EdgefuseError(Exception):
     """A problem the user can fix: bad input, a missing dependency, a failing external tool."""

@@ -24,8 +24,10 @@ PACKAGE = ROOT / "edgefuse"
 # Lowest first. A module belongs to the layer of its longest matching prefix; it may import its
 # own layer and the layers below. Folder names carry the architecture: reference/ is host ground
 # truth under every stage, acl/build/{soc,aipp,opsupport,precision}, acl/atc and acl/ops are the
-# Ascend knowledge the stages consult, acl/build/{prepare,compile} is the compile stage, and
-# acl/session + fallback/ are the backends that runtime dispatches to.
+# Ascend knowledge the stages consult, acl/build/{prepare,compile} is the compile stage,
+# acl/session + fallback/ are the backends that runtime dispatches to, vision's image arithmetic
+# sits with the contracts while its sessions, sources, sinks and pipeline sit above the runtime,
+# and the apps are programs over all of it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaf", ("edgefuse._version", "edgefuse.errors", "edgefuse._deps", "edgefuse._files",
               "edgefuse._graph_walk", "edgefuse._ort", "edgefuse._quiet", "edgefuse._checks")),
@@ -33,7 +35,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                    "edgefuse.metrics", "edgefuse.models", "edgefuse.acl.build.aipp",
                    "edgefuse.acl.build.soc", "edgefuse.acl.build.opsupport",
                    "edgefuse.acl.build.precision", "edgefuse.acl.atc", "edgefuse.acl.ops",
-                   "edgefuse.acl.return_codes")),
+                   "edgefuse.acl.return_codes", "edgefuse.vision._cv", "edgefuse.vision._records",
+                   "edgefuse.vision.preprocess", "edgefuse.vision.nms", "edgefuse.vision.detect",
+                   "edgefuse.vision.segment", "edgefuse.vision.palette", "edgefuse.vision.draw",
+                   "edgefuse.vision.model_info", "edgefuse.vision.frames",
+                   "edgefuse.vision.stats", "edgefuse.vision.scenes")),
     ("reference", ("edgefuse.reference",)),
     ("convert", ("edgefuse.convert",)),
     ("optimize", ("edgefuse.optimize",)),
@@ -42,7 +48,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("compile", ("edgefuse.acl.build.prepare", "edgefuse.acl.build.compile")),
     ("backends", ("edgefuse.acl.session", "edgefuse.acl.resources", "edgefuse.fallback")),
     ("runtime", ("edgefuse.runtime",)),
-    ("tools", ("edgefuse.benchmark", "edgefuse.doctor")),
+    ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision")),
+    ("apps", ("edgefuse.apps",)),
     ("cli", ("edgefuse.cli", "edgefuse.__main__")),
     ("api", ("edgefuse",)),
 )

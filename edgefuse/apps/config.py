@@ -20,12 +20,12 @@ from typing import Any
 
 import yaml
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision import _records as rec
 from edgefuse.vision.sources import CameraOptions, Reconnect
 
-_REF = "bad-config"
+_REF = Ref.BAD_CONFIG
 
 
 @dataclasses.dataclass(frozen=True)

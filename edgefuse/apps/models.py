@@ -13,7 +13,7 @@ from pathlib import Path
 
 from edgefuse._deps import require_torch
 from edgefuse.convert import convert
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.models.catalogue import CATALOGUE, VARIANTS, ModelEntry
 from edgefuse.runtime import ModelSource, resolve_source
 from edgefuse.vision.model import app_info_of
@@ -37,12 +37,12 @@ def resolve_model(spec: str) -> tuple[ModelSource, AppInfo | None]:
             f"'{spec}' is not a file, a BUILD_DIR or a catalogue model",
             hint="give an .onnx file, a directory from `edgefuse compile`, or one of: "
                  + ", ".join(f"{n}[:tiny]" for n in CATALOGUE),
-            reference="model-not-found",
+            reference=Ref.MODEL_NOT_FOUND,
         )
     variant = variant or "full"
     if variant not in VARIANTS:
         raise InputError(f"unknown variant '{variant}' of {name}",
-                         hint=f"one of: {', '.join(VARIANTS)}", reference="model-not-found")
+                         hint=f"one of: {', '.join(VARIANTS)}", reference=Ref.MODEL_NOT_FOUND)
     entry = CATALOGUE[name]
     require_torch(f"converting the catalogue model '{name}' for the app")
     input_shape, _ = entry.shapes(variant)

@@ -24,7 +24,7 @@ from typing import Any
 from edgefuse.apps import config as app_config
 from edgefuse.apps.config import AppConfig
 from edgefuse.apps.models import resolve_model
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
 from edgefuse.vision.model import VisionModel
 from edgefuse.vision.model_info import AppInfo
@@ -90,7 +90,8 @@ def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
     if args.imgsz:
         sizes = args.imgsz.split(",")
         if not all(s.strip().isdigit() for s in sizes) or len(sizes) not in (1, 2):
-            raise InputError(f"--imgsz takes H or H,W, got '{args.imgsz}'", reference="bad-config")
+            raise InputError(f"--imgsz takes H or H,W, got '{args.imgsz}'",
+                             reference=Ref.BAD_CONFIG)
         given["preprocess"] = {**config.preprocess,
                                "size": [int(sizes[0]), int(sizes[-1])]}
     return app_config.from_mapping(kind, given, "command line", base=config)
@@ -100,10 +101,10 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
     """Open everything the config names and run the pipeline; returns the exit code."""
     if not config.model:
         raise InputError("no model given", hint="pass --model, or set 'model:' in the config",
-                         reference="bad-config")
+                         reference=Ref.BAD_CONFIG)
     if config.source is None:
         raise InputError("no source given", hint="pass --source, or set 'source:' in the config",
-                         reference="bad-config")
+                         reference=Ref.BAD_CONFIG)
     model_source, info = resolve_model(config.model)
     options: dict[str, Any] = {"device_id": config.device_id}
     if config.threads is not None:
@@ -148,7 +149,7 @@ def make_sinks(config: AppConfig) -> list[Sink]:
         if suffix in IMAGE_SUFFIXES:
             raise InputError(f"--save '{config.save}' names one image",
                              hint="give a folder for images (--save out/) or a video name "
-                                  f"({', '.join(VIDEO_CODECS)})", reference="bad-output-path")
+                                  f"({', '.join(VIDEO_CODECS)})", reference=Ref.BAD_OUTPUT_PATH)
         sinks.append(VideoSink(config.save) if suffix else ImageFolderSink(config.save))
     if config.show:
         if display_available():
@@ -169,6 +170,6 @@ def class_ids(wanted: tuple[int | str, ...], names: tuple[str, ...]) -> tuple[in
         else:
             raise InputError(f"unknown class '{item}' in classes",
                              hint=f"the model's classes: {', '.join(names) or 'unnamed'}",
-                             reference="bad-config")
+                             reference=Ref.BAD_CONFIG)
     return tuple(ids)
 

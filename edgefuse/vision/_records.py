@@ -11,14 +11,14 @@ import difflib
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 
-def bad(message: str, where: str, reference: str, hint: str | None = None) -> InputError:
+def bad(message: str, where: str, reference: Ref, hint: str | None = None) -> InputError:
     return InputError(message, context=where or None, hint=hint, reference=reference)
 
 
-def check_mapping(data: Any, where: str, reference: str) -> Mapping[str, Any]:
+def check_mapping(data: Any, where: str, reference: Ref) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise bad(f"expected a mapping of keys to values, got {type(data).__name__}",
                   where, reference)
@@ -26,7 +26,7 @@ def check_mapping(data: Any, where: str, reference: str) -> Mapping[str, Any]:
 
 
 def check_keys(data: Mapping[str, Any], known: Collection[str], where: str,
-               reference: str) -> None:
+               reference: Ref) -> None:
     """Refuse keys outside ``known``, suggesting the closest known key: one that starts the
     other (``conf_thres`` -> ``conf``), else the closest spelling."""
     for key in data:
@@ -39,7 +39,7 @@ def check_keys(data: Mapping[str, Any], known: Collection[str], where: str,
         raise bad(f"unknown key '{key}'", where, reference, hint)
 
 
-def number(value: Any, key: str, where: str, reference: str, *, low: float | None = None,
+def number(value: Any, key: str, where: str, reference: Ref, *, low: float | None = None,
            high: float | None = None, integer: bool = False) -> float | int:
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
@@ -51,20 +51,20 @@ def number(value: Any, key: str, where: str, reference: str, *, low: float | Non
     return value
 
 
-def choice(value: Any, key: str, choices: Sequence[str], where: str, reference: str) -> str:
+def choice(value: Any, key: str, choices: Sequence[str], where: str, reference: Ref) -> str:
     if value not in choices:
         raise bad(f"'{key}' must be one of {', '.join(map(repr, choices))}, got {value!r}",
                   where, reference)
     return value
 
 
-def boolean(value: Any, key: str, where: str, reference: str) -> bool:
+def boolean(value: Any, key: str, where: str, reference: Ref) -> bool:
     if not isinstance(value, bool):
         raise bad(f"'{key}' must be true or false, got {value!r}", where, reference)
     return value
 
 
-def numbers(value: Any, key: str, length: int, where: str, reference: str, *,
+def numbers(value: Any, key: str, length: int, where: str, reference: Ref, *,
             integer: bool = False, low: float | None = None) -> tuple:
     """A list of ``length`` numbers; one number stands for all of them."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -74,7 +74,7 @@ def numbers(value: Any, key: str, length: int, where: str, reference: str, *,
     return tuple(number(v, key, where, reference, integer=integer, low=low) for v in value)
 
 
-def strings(value: Any, key: str, where: str, reference: str) -> tuple[str, ...]:
+def strings(value: Any, key: str, where: str, reference: Ref) -> tuple[str, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str) or not all(
         isinstance(v, str) for v in value
     ):

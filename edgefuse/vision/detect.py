@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.metrics.detect import Detections
 from edgefuse.vision.nms import nms
 from edgefuse.vision.preprocess import Geometry
@@ -88,7 +88,7 @@ def decode(outputs: Mapping[str, np.ndarray], layout: str, geometry: Geometry,
             boxes, scores, classes = candidates_yolov5(output, options.conf)
         else:
             raise InputError(f"unknown detection layout '{layout}'",
-                             hint=f"one of: {', '.join(LAYOUTS)}", reference="bad-layout")
+                             hint=f"one of: {', '.join(LAYOUTS)}", reference=Ref.BAD_LAYOUT)
         if options.classes is not None:
             wanted = np.isin(classes, options.classes)
             boxes, scores, classes = boxes[wanted], scores[wanted], classes[wanted]
@@ -109,7 +109,7 @@ def raw_output(outputs: Mapping[str, np.ndarray]) -> np.ndarray:
     raise InputError(
         "the model has no 3-D output to decode as YOLO",
         context="outputs: " + ", ".join(f"{n} {list(a.shape)}" for n, a in outputs.items()),
-        reference="bad-layout",
+        reference=Ref.BAD_LAYOUT,
     )
 
 
@@ -143,7 +143,7 @@ def _from_head(outputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
         raise InputError(
             "the outputs are not a YoloHead's boxes, scores, classes and num_detections",
             context="outputs: " + ", ".join(f"{n} {list(a.shape)}" for n, a in outputs.items()),
-            reference="bad-layout",
+            reference=Ref.BAD_LAYOUT,
         )
     count = int(outputs[names["num_detections"]].reshape(-1)[0])
     return (outputs[names["boxes"]][0, :count].astype(np.float32),
@@ -154,7 +154,7 @@ def _from_head(outputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
 def _single(output: np.ndarray, layout: str) -> np.ndarray:
     if output.ndim != 3 or output.shape[0] != 1:
         raise InputError(f"a {layout} output is [1, ...] with 3 axes, got {list(output.shape)}",
-                         reference="bad-layout")
+                         reference=Ref.BAD_LAYOUT)
     rows = output[0]
     return rows.astype(np.float32, copy=False)
 

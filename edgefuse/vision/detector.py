@@ -17,7 +17,7 @@ import numpy as np
 
 from edgefuse.manifest import BuildManifest
 from edgefuse.metrics.detect import Detections
-from edgefuse.runtime import Session
+from edgefuse.session import Session
 from edgefuse.vision import detect, palette
 from edgefuse.vision.draw import draw_detections, label_of
 from edgefuse.vision.model import VisionModel

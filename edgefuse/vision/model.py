@@ -6,9 +6,10 @@ compiled with AIPP says that the NPU (or its host emulation) already swaps chann
 normalises. The plan takes each from where it is true and checks they agree, so a frame is
 never normalised twice (pitfall 4 of shared/reference/apps-and-pipelines.md §2.5):
 
-- AIPP build: the session's input is the uint8 frame [1, H, W, 3] the board takes; the frame is
-  only letterboxed (or stretched) to the AIPP source size, in the channel order of its
-  ``input_format``; a crop in the AIPP spec gets the fitted frame pasted at the crop's place;
+- AIPP build: the session's input is the uint8 frame the board takes ([1, H, W, 3], or the
+  [1, 1.5H, W] bytes of a YUV420SP build); the frame is only letterboxed (or stretched) to the
+  AIPP source size, in the channel order of its ``input_format`` (converted to NV12/NV21 for a
+  YUV build); a crop in the AIPP spec gets the fitted frame pasted at the crop's place;
 - otherwise: the app info's preprocess record, or defaults from the input's shape (letterbox,
   pad 114, RGB, /255, NCHW float32), with the caller's overrides, checked against the input.
 """
@@ -23,9 +24,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from edgefuse.errors import InputError
-from edgefuse.manifest import BuildManifest
-from edgefuse.runtime import DEFAULT_BACKENDS, ModelSource, Session, open_session, resolve_source
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.errors import InputError, Ref
+from edgefuse.manifest import AippRecord, BuildManifest
+from edgefuse.model_source import ModelSource, resolve_source
+from edgefuse.runtime import DEFAULT_BACKENDS, open_session
+from edgefuse.session import Session
 from edgefuse.vision import model_info
 from edgefuse.vision.model_info import TASK_OF_LAYOUT, AppInfo
 from edgefuse.vision.preprocess import Geometry, Preprocess, fit, to_tensor
@@ -43,6 +47,7 @@ class InputPlan:
     preprocess: Preprocess
     aipp: bool = False
     canvas: tuple[int, int, int, int] | None = None  # AIPP source (h, w) and crop (x, y)
+    yuv: AippSpec | None = None  # a YUV420SP AIPP: BGR frames become its NV12/NV21 bytes
 
 
 def app_info_of(source: ModelSource) -> AppInfo | None:
@@ -68,12 +73,11 @@ def plan_input(session: Session, info: AppInfo, manifest: BuildManifest | None,
             f"the model takes {len(session.inputs)} inputs; edgefuse.vision feeds one image",
             context="inputs: " + "; ".join(s.describe() for s in session.inputs),
             hint="export the model with the image as its only input",
-            reference="wrong-model-kind",
+            reference=Ref.WRONG_MODEL_KIND,
         )
     spec = session.inputs[0]
-    aipp = manifest.preprocess if manifest is not None and manifest.preprocess else None
-    if aipp is not None and aipp.get("kind") == "aipp":
-        return _aipp_plan(spec.name, aipp, info, overrides)
+    if manifest is not None and manifest.preprocess is not None:
+        return _aipp_plan(spec.name, manifest.preprocess, info, overrides)
     base = info.preprocess or _default_preprocess(spec, overrides)
     record = Preprocess.from_dict(overrides, base=base, where="preprocess") if overrides else base
     _check_against_input(record, spec)
@@ -88,13 +92,13 @@ def _default_preprocess(spec: Any, overrides: Mapping[str, Any]) -> Preprocess:
     if len(shape) != 4:
         raise InputError(f"the model's input {spec.describe()} is not an image batch",
                          hint="edgefuse.vision feeds 4-D image inputs [N, C, H, W] or [N, H, W, C]",
-                         reference="wrong-model-kind")
+                         reference=Ref.WRONG_MODEL_KIND)
     dims = shape[2:4] if layout == "NCHW" else shape[1:3]
     size = overrides.get("size") or (list(dims) if all(isinstance(d, int) for d in dims) else None)
     if size is None:
         raise InputError(f"the model's input {spec.describe()} has no fixed height and width",
                          hint="set preprocess.size [height, width] in the config",
-                         reference="bad-preprocess")
+                         reference=Ref.BAD_PREPROCESS)
     dtype = spec.dtype.name if spec.dtype.name in ("float32", "float16", "uint8") else "float32"
     scale = 1.0 if dtype == "uint8" else 1.0 / 255.0
     return Preprocess(size=tuple(size), layout=layout, dtype=dtype, scale=scale)
@@ -110,24 +114,15 @@ def _check_against_input(record: Preprocess, spec: Any) -> None:
             f"the preprocess record makes {record.dtype}[{','.join(map(str, expected))}] but the "
             f"model takes {spec.signature()}",
             hint="fix preprocess (size, layout, dtype) in the model's app info or the config",
-            reference="bad-preprocess",
+            reference=Ref.BAD_PREPROCESS,
         )
 
 
-def _aipp_plan(name: str, aipp: Mapping[str, Any], info: AppInfo,
+def _aipp_plan(name: str, aipp: AippRecord, info: AppInfo,
                overrides: Mapping[str, Any]) -> InputPlan:
-    spec = aipp.get("spec") or {}
-    input_format = str(spec.get("input_format", "")).upper()
-    if input_format not in ("BGR888", "RGB888"):
-        raise InputError(
-            f"this build's AIPP takes {input_format or 'unknown'} frames; edgefuse.vision feeds "
-            "the BGR frames OpenCV decodes",
-            hint="compile with an AIPP input_format of BGR888 or RGB888",
-            reference="bad-build-dir",
-        )
-    width, height = spec["source_size"]
-    crop = spec.get("crop")
-    fit_h, fit_w = (crop[3], crop[2]) if crop else (height, width)
+    spec = aipp.spec
+    width, height = spec.source_size
+    fit_w, fit_h = spec.output_size
     geometry_keys = {k: v for k, v in overrides.items() if k in ("resize", "pad_value", "center")}
     ignored = sorted(set(overrides) - set(geometry_keys))
     if ignored:
@@ -135,35 +130,34 @@ def _aipp_plan(name: str, aipp: Mapping[str, Any], info: AppInfo,
                     ", ".join(ignored))
     base = info.preprocess.to_dict() if info.preprocess is not None else {}
     _warn_if_aipp_differs(info.preprocess, spec)
+    # A YUV420SP build takes NV12/NV21 bytes: the frame is fitted in BGR, then converted.
+    color = "BGR" if spec.is_yuv else spec.input_format[:3]
     record = Preprocess.from_dict({
         **{k: base[k] for k in ("resize", "pad_value", "center") if k in base},
         **geometry_keys,
-        "size": [fit_h, fit_w], "color": input_format[:3], "scale": 1.0, "mean": 0.0,
+        "size": [fit_h, fit_w], "color": color, "scale": 1.0, "mean": 0.0,
         "std": 1.0, "layout": "NHWC", "dtype": "uint8",
     }, where="AIPP preprocess")
     canvas = None
-    if crop and (crop[2], crop[3]) != (width, height):
-        canvas = (height, width, crop[0], crop[1])
-    return InputPlan(name, record, aipp=True, canvas=canvas)
+    if spec.crop and (spec.crop[2], spec.crop[3]) != (width, height):
+        canvas = (height, width, spec.crop[0], spec.crop[1])
+    return InputPlan(name, record, aipp=True, canvas=canvas, yuv=spec if spec.is_yuv else None)
 
 
-def _warn_if_aipp_differs(record: Preprocess | None, spec: Mapping[str, Any]) -> None:
+def _warn_if_aipp_differs(record: Preprocess | None, spec: AippSpec) -> None:
     """The model was trained with ``record``; the build's AIPP should do the same arithmetic."""
     if record is None:
         return
     mean_px = np.asarray(record.mean) / record.scale
     std_px = np.asarray(record.std) / record.scale
-    aipp_mean = np.broadcast_to(np.asarray(spec.get("mean") or 0.0, dtype=float), (3,))
-    if spec.get("std") is not None:
-        aipp_std = np.broadcast_to(np.asarray(spec["std"], dtype=float), (3,))
-    else:
-        aipp_std = 1.0 / np.broadcast_to(np.asarray(spec.get("scale") or 1.0, dtype=float), (3,))
-    same = (str(spec.get("model_color", "RGB")).upper() == record.color
+    aipp_mean = np.asarray(spec.mean, dtype=float)
+    aipp_std = 1.0 / np.asarray(spec.var_reci, dtype=float)
+    same = (spec.model_color == record.color
             and np.allclose(mean_px, aipp_mean, rtol=1e-3, atol=1e-3)
             and np.allclose(std_px, aipp_std, rtol=1e-3))
     if not same:
         log.warning("the build's AIPP (%s, mean %s, std %s) differs from the model's preprocess "
-                    "record (%s, mean %s, std %s in pixel units)", spec.get("model_color"),
+                    "record (%s, mean %s, std %s in pixel units)", spec.model_color,
                     aipp_mean.tolist(), aipp_std.tolist(), record.color, mean_px.tolist(),
                     std_px.tolist())
 
@@ -218,6 +212,8 @@ class VisionModel:
             canvas = np.full((1, height, width, 3), self.plan.preprocess.pad_value, np.uint8)
             canvas[:, y:y + tensor.shape[1], x:x + tensor.shape[2]] = tensor
             tensor = canvas
+        if self.plan.yuv is not None:
+            tensor = self.plan.yuv.frame_from_bgr(tensor[0])[np.newaxis]
         return {self.plan.name: tensor}, geometry
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -260,7 +256,7 @@ class VisionModel:
                     context="outputs: " + "; ".join(o.describe() for o in self.session.outputs),
                     hint="set postprocess.layout in the config (yolov8, yolov5, yolo_head, "
                          "seg_logits, seg_sigmoid, seg_argmax)",
-                    reference="bad-layout",
+                    reference=Ref.BAD_LAYOUT,
                 )
             return
         kind = TASK_OF_LAYOUT[self.layout]
@@ -275,5 +271,5 @@ class VisionModel:
             hint={"detect": "give a YOLO detector (yolov5, yolov8 or yolo_head outputs)",
                   "segment": "give a segmentation model ([1, C, H, W] logits or a mask)"
                   }[self.task],
-            reference="wrong-model-kind",
+            reference=Ref.WRONG_MODEL_KIND,
         )

@@ -23,7 +23,7 @@ from typing import Any
 
 import onnx
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.vision import _records as rec
 from edgefuse.vision.detect import head_outputs
 from edgefuse.vision.preprocess import Preprocess
@@ -37,7 +37,7 @@ TASK_OF_LAYOUT = {
     "seg_logits": "segment", "seg_sigmoid": "segment", "seg_argmax": "segment",
     "logits": "classify",
 }
-_REF = "bad-app-info"
+_REF = Ref.BAD_APP_INFO
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 
 CITYSCAPES = (
     (128, 64, 128), (244, 35, 232), (70, 70, 70), (102, 102, 156), (190, 153, 153),
@@ -59,13 +59,13 @@ def palette(spec: str | Sequence[Any], count: int | None = None) -> np.ndarray:
         if spec not in NAMES:
             raise InputError(f"unknown palette '{spec}'",
                              hint=f"one of {', '.join(NAMES)}, or a list of [r, g, b] colours",
-                             reference="bad-palette")
+                             reference=Ref.BAD_PALETTE)
         colours = {"voc": lambda: voc(max(count or 256, 1)), "cityscapes": cityscapes,
                    "boxes": boxes}[spec]()
     else:
         colours = np.array([_colour(c) for c in spec], dtype=np.uint8).reshape(-1, 3)
         if len(colours) == 0:
-            raise InputError("the palette list is empty", reference="bad-palette")
+            raise InputError("the palette list is empty", reference=Ref.BAD_PALETTE)
     if count is not None:
         colours = colours[np.arange(count) % len(colours)]
     return colours
@@ -87,4 +87,4 @@ def _colour(value: Any) -> tuple[int, int, int]:
                   for v in value)):
         return tuple(value)  # type: ignore[return-value]
     raise InputError(f"bad palette colour {value!r}", hint="use [r, g, b] (0..255) or '#rrggbb'",
-                     reference="bad-palette")
+                     reference=Ref.BAD_PALETTE)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from edgefuse.errors import Ref
 from edgefuse.vision import _records as rec
 from edgefuse.vision._cv import cv2
 
@@ -34,7 +35,7 @@ RESIZES = ("letterbox", "stretch")
 COLORS = ("RGB", "BGR")
 LAYOUTS = ("NCHW", "NHWC")
 DTYPES = ("float32", "float16", "uint8")
-_REF = "bad-preprocess"
+_REF = Ref.BAD_PREPROCESS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.vision.preprocess import Geometry
 
 LAYOUTS = ("seg_logits", "seg_sigmoid", "seg_argmax")
@@ -54,11 +54,11 @@ def decode(output: np.ndarray, layout: str, geometry: Geometry, *,
         logits = _batch_of_one(output, 4, layout)
         if logits.shape[0] != 1:
             raise InputError(f"a seg_sigmoid output has one channel, got {list(output.shape)}",
-                             reference="bad-layout")
+                             reference=Ref.BAD_LAYOUT)
         cut = math.log(threshold / (1 - threshold)) if 0 < threshold < 1 else None
         if cut is None:
             raise InputError(f"the mask threshold must be in (0, 1), got {threshold}",
-                             reference="bad-layout")
+                             reference=Ref.BAD_LAYOUT)
         classes = 2
         class_map = logits[0, rows, columns] > cut
     elif layout == "seg_argmax":
@@ -67,7 +67,7 @@ def decode(output: np.ndarray, layout: str, geometry: Geometry, *,
         classes = num_classes or int(class_map.max(initial=0)) + 1
     else:
         raise InputError(f"unknown segmentation layout '{layout}'",
-                         hint=f"one of: {', '.join(LAYOUTS)}", reference="bad-layout")
+                         hint=f"one of: {', '.join(LAYOUTS)}", reference=Ref.BAD_LAYOUT)
     dtype = np.uint8 if classes <= 256 else np.int32
     return Segmentation(geometry.mask_to_frame(class_map.astype(dtype)), classes)
 
@@ -75,5 +75,5 @@ def decode(output: np.ndarray, layout: str, geometry: Geometry, *,
 def _batch_of_one(output: np.ndarray, ndim: int, layout: str) -> np.ndarray:
     if output.ndim != ndim or output.shape[0] != 1:
         raise InputError(f"a {layout} output has {ndim} axes and a batch of 1, got "
-                         f"{list(output.shape)}", reference="bad-layout")
+                         f"{list(output.shape)}", reference=Ref.BAD_LAYOUT)
     return output[0]

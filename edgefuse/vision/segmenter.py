@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.manifest import BuildManifest
-from edgefuse.runtime import Session
+from edgefuse.session import Session
 from edgefuse.vision import palette, segment
 from edgefuse.vision.draw import label_of, overlay
 from edgefuse.vision.model import VisionModel

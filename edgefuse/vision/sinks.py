@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse._files import check_output_path
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.vision._cv import cv2
 from edgefuse.vision.frames import FrameResult
 
@@ -132,7 +132,7 @@ class VideoSink(Sink):
         if suffix not in VIDEO_CODECS:
             raise InputError(f"cannot tell the video format of '{path}'",
                              hint=f"end the name in one of {', '.join(VIDEO_CODECS)}, or give "
-                                  "a folder to save images", reference="bad-output-path")
+                                  "a folder to save images", reference=Ref.BAD_OUTPUT_PATH)
         self._file = _Staged(path, suffix)
         self._codec = VIDEO_CODECS[suffix]
         self._fps = fps
@@ -154,7 +154,7 @@ class VideoSink(Sink):
                                              self._fps or DEFAULT_FPS, self._size)
             if not self._writer.isOpened():
                 raise InputError(f"OpenCV cannot write {self._codec} video to "
-                                 f"'{self._file.path}'", reference="bad-output-path")
+                                 f"'{self._file.path}'", reference=Ref.BAD_OUTPUT_PATH)
         if (image.shape[1], image.shape[0]) != self._size:
             image = cv2().resize(image, self._size, interpolation=cv2().INTER_AREA)
         self._writer.write(image)
@@ -182,11 +182,11 @@ class ImageFolderSink(Sink):
         self.folder = Path(folder)
         if self.folder.exists() and not self.folder.is_dir():
             raise InputError(f"'{self.folder}' exists and is not a folder",
-                             reference="bad-output-path")
+                             reference=Ref.BAD_OUTPUT_PATH)
         if not self.folder.parent.is_dir():
             raise InputError(f"the parent of '{self.folder}' does not exist",
                              hint=f"create it first: mkdir -p {self.folder.parent}",
-                             reference="bad-output-path")
+                             reference=Ref.BAD_OUTPUT_PATH)
         self.folder.mkdir(exist_ok=True)
         self._suffix = suffix
 
@@ -198,7 +198,7 @@ class ImageFolderSink(Sink):
         ok, data = cv2().imencode(self._suffix, image)
         if not ok:
             raise InputError(f"OpenCV cannot encode {self._suffix} images",
-                             reference="bad-output-path")
+                             reference=Ref.BAD_OUTPUT_PATH)
         staged = _Staged(self.folder / f"{stem}{self._suffix}", ".tmp")
         try:
             staged.tmp.write_bytes(data.tobytes())

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edgefuse.errors import InputError
+from edgefuse.errors import InputError, Ref
 from edgefuse.vision._cv import cv2
 from edgefuse.vision.frames import Frame
 from edgefuse.vision.stats import PipelineStats
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
 STREAM_SCHEMES = frozenset({"rtsp", "rtsps", "rtmp", "http", "https", "udp", "tcp", "srt"})
-_REF = "bad-source"
+_REF = Ref.BAD_SOURCE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,7 +371,7 @@ class LiveSource(Source):
                 raise InputError(f"lost the stream '{self.name}': {policy.attempts} reconnect "
                                  "attempts failed", hint="check the camera or server; raise "
                                  "reconnect attempts in the config to wait longer",
-                                 reference="source-lost")
+                                 reference=Ref.SOURCE_LOST)
             log.warning("%s: stream dropped; reconnecting in %.1f s (attempt %d%s)", self.name,
                         wait, attempt, f"/{policy.attempts}" if policy.attempts else "")
             if self._stop.wait(wait):

@@ -11,7 +11,9 @@ from edgefuse.apps.config import DetectionConfig, SegmentationConfig
 from edgefuse.errors import InputError
 from edgefuse.vision.sources import CameraOptions, Reconnect
 
-APPS = Path(__file__).resolve().parents[3] / "apps"
+pytestmark = pytest.mark.unit
+
+APPS = Path(__file__).resolve().parents[2] / "apps"
 
 
 def test_the_shipped_configs_are_the_defaults():

@@ -19,8 +19,11 @@ import pytest
 from edgefuse.vision.pipeline import Pipeline
 from edgefuse.vision.sinks import CallbackSink
 from edgefuse.vision.sources import Reconnect, open_source
+from tests.needs import optional
 
-cv2 = pytest.importorskip("cv2")
+pytestmark = pytest.mark.unit
+
+cv2 = optional("cv2")
 
 DIGITS = 3  # frame numbers up to 16**3, one 16 x 16 grey block per hex digit (JPEG-proof)
 

@@ -17,10 +17,13 @@ import pytest
 from edgefuse.cli.main import main
 from edgefuse.vision.detector import Detector
 from edgefuse.vision.model_info import AppInfo, embed
-from tests.unit.vision.models import constant_model, red_mask_model, write_clip, yolov8_output
+from tests.needs import optional
+from tests.vision.models import constant_model, red_mask_model, write_clip, yolov8_output
 
-cv2 = pytest.importorskip("cv2")
-ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.ort
+
+cv2 = optional("cv2")
+ROOT = Path(__file__).resolve().parents[2]
 QUIET = ["--backend", "cpu", "--threads", "1", "--stats-every", "0"]
 
 

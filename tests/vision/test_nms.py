@@ -8,6 +8,9 @@ import pytest
 import edgefuse.vision.nms as nms_module
 from edgefuse.metrics.detect import batched_nms
 from edgefuse.vision.nms import nms
+from tests.needs import optional
+
+pytestmark = pytest.mark.unit
 
 
 def iou(a, b) -> float:
@@ -94,7 +97,7 @@ def test_many_candidates_across_tiles_match_the_loop_of_edgefuse_metrics(monkeyp
 
 def test_matches_opencvs_batched_nms():
     """OpenCV's C++ NMSBoxesBatched is an independent reference (class-aware, greedy)."""
-    cv2 = pytest.importorskip("cv2")
+    cv2 = optional("cv2")
     if not hasattr(cv2, "dnn") or not hasattr(cv2.dnn, "NMSBoxesBatched"):
         pytest.skip("this OpenCV has no dnn.NMSBoxesBatched")
     rng = np.random.default_rng(11)

@@ -8,6 +8,8 @@ import pytest
 from edgefuse.vision import stats as stats_module
 from edgefuse.vision.stats import PipelineStats
 
+pytestmark = pytest.mark.unit
+
 
 class Clock:
     def __init__(self) -> None:

@@ -7,8 +7,11 @@ import pytest
 
 from edgefuse.errors import InputError
 from edgefuse.vision.preprocess import Geometry, Preprocess, fit, letterbox, stretch, to_tensor
+from tests.needs import optional
 
-cv2 = pytest.importorskip("cv2")
+pytestmark = pytest.mark.unit
+
+cv2 = optional("cv2")
 
 
 def ultralytics_letterbox(image, new_shape, color=114, center=True):

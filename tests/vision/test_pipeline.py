@@ -20,9 +20,12 @@ from edgefuse.vision.sinks import (
     VideoSink,
 )
 from edgefuse.vision.sources import open_source
-from tests.unit.vision.models import write_clip
+from tests.needs import optional
+from tests.vision.models import write_clip
 
-cv2 = pytest.importorskip("cv2")
+pytestmark = pytest.mark.ort
+
+cv2 = optional("cv2")
 
 
 class EchoTask:

@@ -9,21 +9,24 @@ import numpy as np
 import onnx
 import pytest
 
-from edgefuse.acl.aipp import AippSpec
-from edgefuse.acl.compile import compile_model
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.build.compile import compile_model
 from edgefuse.errors import InputError
 from edgefuse.vision.detector import Detector
 from edgefuse.vision.model_info import AppInfo, embed
 from edgefuse.vision.segmenter import Segmenter
-from tests.unit.ascend.models import hide_atc
-from tests.unit.vision.models import (
+from tests.acl.models import hide_atc
+from tests.needs import optional
+from tests.vision.models import (
     channel_logits_model,
     constant_model,
     red_mask_model,
     yolov8_output,
 )
 
-pytest.importorskip("cv2")
+pytestmark = pytest.mark.ort
+
+optional("cv2")
 
 SOC = "Ascend310B4"
 
@@ -141,11 +144,19 @@ def test_an_aipp_crop_gets_the_fitted_frame_at_its_place(tmp_path, monkeypatch):
     assert (result.class_map[:, :16] == 0).all() and (result.class_map[:, 16:] == 1).all()
 
 
-def test_an_aipp_build_fed_yuv_is_refused(tmp_path, monkeypatch):
-    spec = AippSpec(input_format="YUV420SP", source_size=(32, 32), scale=(1 / 255,) * 3)
+@pytest.mark.parametrize("input_format", ["YUV420SP", "YVU420SP"])
+def test_a_yuv420sp_aipp_build_is_fed_nv12_bytes_of_the_frame(tmp_path, monkeypatch,
+                                                              input_format):
+    spec = AippSpec(input_format=input_format, source_size=(32, 32), scale=(1 / 255,) * 3)
     build = aipp_build(tmp_path, monkeypatch, spec)
-    with pytest.raises(InputError, match="takes YUV420SP frames"):
-        Segmenter.open(build, backends="cpu")
+    frame = two_reds()
+    with Segmenter.open(build, backends="cpu") as segmenter:
+        feeds, _ = segmenter.preprocess(frame)
+        assert feeds["images"].dtype == np.uint8 and feeds["images"].shape == (1, 48, 32)
+        seen = spec.emulate(feeds["images"][0], layout="NHWC")[0] * 255  # back to RGB pixels
+        np.testing.assert_allclose(seen, frame[..., ::-1], atol=3)
+        result = segmenter(frame)
+    assert (result.class_map[:, :16] == 0).all() and (result.class_map[:, 16:] == 1).all()
 
 
 def test_app_info_records_are_checked():

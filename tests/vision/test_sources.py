@@ -10,9 +10,12 @@ import pytest
 from edgefuse.errors import InputError
 from edgefuse.vision.sources import CameraOptions, LiveSource, Reconnect, open_source
 from edgefuse.vision.stats import PipelineStats
-from tests.unit.vision.models import write_clip
+from tests.needs import optional
+from tests.vision.models import write_clip
 
-cv2 = pytest.importorskip("cv2")
+pytestmark = pytest.mark.unit
+
+cv2 = optional("cv2")
 
 
 def read_all(source):

@@ -11,8 +11,11 @@ from edgefuse.vision import palette
 from edgefuse.vision.draw import draw_detections, overlay
 from edgefuse.vision.preprocess import letterbox
 from edgefuse.vision.segment import decode
+from tests.needs import optional
 
-pytest.importorskip("cv2")
+pytestmark = pytest.mark.unit
+
+optional("cv2")
 
 # A 50 x 100 frame letterboxed into 65 x 64: content rows 16..47, scale 0.64.
 _, GEOMETRY = letterbox(np.zeros((50, 100, 3), np.uint8), (65, 64))

@@ -11,7 +11,9 @@ from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from edgefuse.vision.detect import DetectOptions, candidates_yolov5, candidates_yolov8, decode
 from edgefuse.vision.model_info import detect_layout
 from edgefuse.vision.preprocess import Geometry
-from tests.unit.vision.models import constant_model, yolov8_output
+from tests.vision.models import constant_model, yolov8_output
+
+pytestmark = pytest.mark.ort
 
 IDENTITY = Geometry((32, 32), (32, 32), 1.0, 1.0, 0, 0)
 # A 50 x 100 frame letterboxed into 32 x 32: r = 0.32, content 32 x 16, 8 rows above.
