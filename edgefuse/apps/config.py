@@ -15,12 +15,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from edgefuse.errors import InputError, Ref
+from edgefuse.errors import Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision import _records as rec
 from edgefuse.vision.sources import CameraOptions, Reconnect
@@ -219,17 +216,5 @@ def from_mapping(kind: type[AppConfig], data: Mapping[str, Any], where: str,
 
 def load(kind: type[AppConfig], path: str | os.PathLike[str]) -> Any:
     """The config in the YAML file ``path`` (keys not given keep their defaults)."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the config '{file}': {exc.strerror or exc}",
-                         reference=_REF) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
-        raise InputError(f"the config is not valid YAML: {getattr(exc, 'problem', exc)}",
-                         context=where, reference=_REF) from exc
-    return from_mapping(kind, data or {}, str(file))
+    data = rec.read_yaml(path, "config", _REF)
+    return from_mapping(kind, data or {}, str(path))

@@ -29,13 +29,23 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
                         help="NPU or GPU to use (default 0)")
 
 
-def add_inputs_argument(parser: argparse.ArgumentParser, purpose: str = "inputs") -> None:
-    """``--inputs FILE.npz|DIR``: the one file format for model inputs on every verb."""
+def add_inputs_argument(parser: argparse.ArgumentParser, purpose: str = "inputs", *,
+                        images: bool = False) -> None:
+    """``--inputs FILE.npz|DIR``: the one file format for model inputs on every verb; with
+    ``images``, also a folder of images or a video, and ``--preprocess`` for how they are fed."""
+    more = ", a folder of images or a video (one-image models)" if images else ""
     parser.add_argument(
-        "--inputs", metavar="FILE.npz|DIR",
-        help=f"{purpose}: an .npz with one array per input name, or a folder of .npz files "
-             "(one per sample); default: seeded random inputs",
+        "--inputs", metavar="FILE.npz|DIR" + ("|VIDEO" if images else ""),
+        help=f"{purpose}: an .npz with one array per input name, a folder of .npz files "
+             f"(one per sample){more}; default: seeded random inputs",
     )
+    if images:
+        parser.add_argument(
+            "--preprocess", metavar="SPEC.yaml",
+            help="how images become the model input (size, resize/letterbox, color, scale, "
+                 "mean, std, layout); default: the model's own record, else a plain resize "
+                 "to its input, RGB, 0..1",
+        )
 
 
 def backends_from(args: argparse.Namespace) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "or node names / ONNX op types to keep FP32 (may include auto)")
     parser.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE, metavar="C",
                         help=f"gate on every output (default {DEFAULT_MIN_COSINE})")
-    add_inputs_argument(parser, "calibration inputs")
+    add_inputs_argument(parser, "calibration inputs", images=True)
     parser.add_argument("--seed", type=int, default=0, help="seed of random calibration inputs")
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                         help=f"random calibration samples (default {DEFAULT_SAMPLES})")
@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         report_path=args.report,
         max_evaluations=args.max_evaluations,
         budget_s=args.budget,
+        preprocess=args.preprocess,
     )
     print(result.report.render())
     print(f"\nwrote {args.output}" + (f" and {args.report}" if args.report else ""))

@@ -29,7 +29,7 @@ from edgefuse.verify.task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TASKS
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("reference", help="reference ONNX file")
     parser.add_argument("candidate", help="candidate ONNX file")
-    add_inputs_argument(parser, "inputs")
+    add_inputs_argument(parser, "inputs", images=True)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.add_argument("--samples", type=int, default=1, help="random input samples")
     parser.add_argument("--min-cosine", type=float, default=None, metavar="C",
@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         task=args.task,
         min_task_score=args.min_task_score,
         gt_conf=args.gt_conf,
+        preprocess=args.preprocess,
     )
     print(result.render())
     return 0 if result.passed else 1

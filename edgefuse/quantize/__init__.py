@@ -30,11 +30,23 @@ from edgefuse.quantize.fp16 import check_float32_model, convert_fp16
 from edgefuse.quantize.mixed import rank_candidates, search_keep_set
 from edgefuse.quantize.policy import Decision, policy_decisions
 from edgefuse.quantize.report import FoldedConstant, QuantizeReport, atc_artifacts
-from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs
-from edgefuse.reference.feeds import FeedSet, FeedSource, feed_set, input_specs
+from edgefuse.reference.compare import (
+    Gate,
+    OutputAgreement,
+    compare_outputs,
+    degenerate_outputs,
+)
+from edgefuse.reference.feeds import (
+    FeedSet,
+    FeedSource,
+    calibration_preprocess,
+    feed_set,
+    input_specs,
+)
 from edgefuse.reference.fp16 import FP16_MAX, run_fp16_storage
 from edgefuse.reference.onnx_runner import run_onnx, with_outputs
 from edgefuse.verify.layers import compare_layers
+from edgefuse.vision.preprocess import Preprocess
 
 DEFAULT_MIN_COSINE = 0.999
 DEFAULT_SAMPLES = 2
@@ -69,14 +81,18 @@ def quantize(
     report_path: str | os.PathLike[str] | None = None,
     max_evaluations: int = 40,
     budget_s: float = 600.0,
+    preprocess: Preprocess | str | os.PathLike[str] | None = None,
 ) -> QuantizeResult:
     """Convert an FP32 model to FP16 so that, with FP16 storage emulated, every output keeps
     cosine >= ``min_cosine`` against the FP32 model on the calibration inputs.
 
     ``keep_fp32``: "auto" (policy + overflow + search), "none" (policy only), or node names and
     ONNX op types (a list, or one comma-separated string; "auto" may be one of the items).
-    ``inputs``: calibration samples (an .npz, a folder of .npz, mappings); default ``samples``
-    seeded random draws. The result is written even when the gate fails (``passed`` is False, the
+    ``inputs``: calibration samples (an .npz, a folder of .npz, a folder of images or a video
+    through ``preprocess`` — default: the model's own record —, mappings); default ``samples``
+    seeded random draws. Outputs nearly constant on the calibration samples are left out of the
+    gate and named in the report (a detector's map on noise measures nothing).
+    The result is written even when the gate fails (``passed`` is False, the
     CLI exits 1): the report says the best cosine reached.
     """
     start = time.perf_counter()
@@ -96,7 +112,8 @@ def quantize(
     original = load_model(model)
     fp32 = ir.serde.deserialize_model(original)  # the one proto -> IR conversion
     check_float32_model(fp32)
-    feeds = feed_set(input_specs(original), inputs, seed=seed, samples=samples)
+    feeds = feed_set(input_specs(original), inputs, seed=seed, samples=samples,
+                     preprocess=calibration_preprocess(original, preprocess))
     misfits = _misfit_constants(original)
     optimized = None if OPTIMIZED_KEY in fp32.metadata_props else optimize(fp32)
     if optimized is not None:
@@ -104,6 +121,7 @@ def quantize(
     _name_nodes(fp32)
     fp32_proto = ir.serde.serialize_model(fp32)  # what ONNX Runtime runs
     references = [run_onnx(original, f) for f in feeds]
+    degenerate = degenerate_outputs(references)
 
     user, op_types = _user_decisions(fp32, [i for i in items if i not in ("auto", "none")])
     decisions = {**policy_decisions(fp32), **user}
@@ -123,8 +141,10 @@ def quantize(
             proto = ir.serde.serialize_model(candidate)
             outputs = [run_fp16_storage(proto, f, force_fp16=False) for f in feeds]
             gate = compare_outputs(references, outputs, Gate(min_cosine))
-            lowest = min((g.agreement.rank for g in gate), default=float("nan"))
-            evaluated[key] = (lowest, all(g.passed for g in gate), gate, proto, conversion)
+            judged = [g for g in gate if g.name not in degenerate]
+            lowest = min((g.agreement.rank for g in judged), default=float("nan"))
+            passed = bool(judged) and all(g.passed for g in judged)
+            evaluated[key] = (lowest, passed, gate, proto, conversion)
         return evaluated[key]
 
     search = None
@@ -170,6 +190,7 @@ def quantize(
         optimize=_optimize_summary(optimized),
         search=search.to_json() if search is not None else None,
         notes=_output_notes(references, keep_io_types),
+        degenerate=degenerate,
     )
     report.atc = atc_artifacts(plan_keep_fp32(result, report.keep))
     report.seconds = time.perf_counter() - start

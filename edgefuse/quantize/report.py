@@ -55,10 +55,17 @@ class QuantizeReport:
     notes: list[str] = dataclasses.field(default_factory=list)
     atc: dict = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    # Outputs nearly constant on the calibration samples (name -> why): left out of the gate.
+    degenerate: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def judged(self) -> list[OutputAgreement]:
+        """The outputs the gate judges: those that vary on the calibration samples."""
+        return [g for g in self.gate if g.name not in self.degenerate]
 
     @property
     def passed(self) -> bool:
-        return bool(self.gate) and all(g.passed for g in self.gate)
+        return bool(self.judged) and all(g.passed for g in self.judged)
 
     @property
     def keep_fp32(self) -> dict[str, list[str]]:
@@ -72,6 +79,7 @@ class QuantizeReport:
     def to_json(self) -> dict:
         return {
             "passed": self.passed,
+            "degenerate_outputs": self.degenerate,
             "settings": self.settings,
             "keep_fp32": self.keep_fp32,
             "decisions": [d.to_json() for d in self.decisions.values()],
@@ -119,13 +127,21 @@ class QuantizeReport:
             )
         lines.append("outputs (FP16 storage emulated, lowest cosine over the calibration samples):")
         for gate in self.gate:
+            verdict = "n/a" if gate.name in self.degenerate else "ok" if gate.passed else "FAIL"
             lines.append(
                 f"  {gate.name}: cosine {gate.cosine:.6f}, max abs err {gate.max_abs_error:.4g}, "
-                f"rel L2 {gate.rel_l2_error:.3g}  {'ok' if gate.passed else 'FAIL'}"
+                f"rel L2 {gate.rel_l2_error:.3g}  {verdict}"
             )
         lines += [f"note: {note}" for note in self.notes]
-        verdict = "PASSED" if self.passed else "FAILED"
-        lines.append(f"{verdict} (every output cosine >= {self.min_cosine})")
+        lines += [f"note: output '{name}' is nearly constant on the calibration samples ({why}): "
+                  "the gate leaves it out" for name, why in self.degenerate.items()]
+        if self.gate and not self.judged:
+            lines.append("INCONCLUSIVE: every output is nearly constant on the calibration "
+                         "samples; calibrate on real data: --inputs with a folder of images, a "
+                         "video or .npz files")
+        else:
+            verdict = "PASSED" if self.passed else "FAILED"
+            lines.append(f"{verdict} (every output cosine >= {self.min_cosine})")
         return "\n".join(lines)
 
 

@@ -146,3 +146,30 @@ def compare_outputs(
                 worst[name] = OutputAgreement(name, tuple(ref.shape), agreement,
                                               gate.admits(agreement))
     return list(worst.values())
+
+
+# An output whose reference values stay within this fraction of their magnitude, or whose
+# magnitude stays under NEAR_ZERO, carries no signal on these inputs: a text detector's
+# probability map on noise is ~1e-5 everywhere, and FP16 rounding there decides the cosine.
+NEAR_CONSTANT = 1e-3
+NEAR_ZERO = 1e-3
+
+
+def degenerate_outputs(references: Sequence[Mapping[str, np.ndarray]]) -> dict[str, str]:
+    """Outputs that are (nearly) constant over every sample, with why; a gate on them measures
+    rounding, not agreement."""
+    found = {}
+    for name in references[0] if references else ():
+        values = [np.asarray(r[name], dtype=np.float64) for r in references]
+        if values[0].dtype.kind != "f" or not all(v.size for v in values):
+            continue
+        if not all(np.all(np.isfinite(v)) for v in values):
+            continue
+        low, high = min(float(v.min()) for v in values), max(float(v.max()) for v in values)
+        magnitude = max(abs(low), abs(high))
+        if magnitude < NEAR_ZERO:
+            found[name] = f"|x| <= {magnitude:.2g} everywhere"
+        elif high - low <= NEAR_CONSTANT * magnitude:
+            found[name] = f"it only spans {high - low:.2g} around {(high + low) / 2:.4g}"
+    return found
+

@@ -8,7 +8,11 @@ validator, so the same bad file was refused in two different ways, or not at all
   bool 0/1, other integers 0..9); a dynamic first dimension takes the batch (default 1), any other
   dynamic dimension cannot be guessed and is an error saying how to fix the shape.
 - ``--inputs FILE.npz|DIR`` is the file format on every verb: an ``.npz`` holds one array per input
-  name (one sample), a folder holds one ``.npz`` per sample. ``feed_set`` reads it.
+  name (one sample), a folder holds one ``.npz`` per sample. ``feed_set`` reads it. For a model
+  with one image input, ``--inputs`` may also be a folder of images or a video: each image (or
+  up to ``VIDEO_FRAMES`` frames spread over the video) becomes a sample through the model's
+  preprocessing record (``edgefuse.vision.preprocess.Preprocess``, the record the manifest and
+  the apps use), so a detector is calibrated on what it will see, not on noise.
 - ``FeedChecker`` (``edgefuse.session``) checks every sample, the same check a Session runs, so a
   calibration file made for another resolution fails naming the file, the input, the expected and
   the given shape instead of deep inside ONNX Runtime.
@@ -33,10 +37,14 @@ from edgefuse._deps import require
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.errors import InputError, Ref
 from edgefuse.session import FeedChecker, TensorSpec
+from edgefuse.vision import model_info
+from edgefuse.vision.preprocess import Preprocess
 
 log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
+VIDEO_SUFFIXES = frozenset({".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v"})
+VIDEO_FRAMES = 16  # samples taken from a video, spread evenly over it
 
 FeedSet = list[dict[str, np.ndarray]]
 FeedSource = str | os.PathLike[str] | Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]]
@@ -140,17 +148,23 @@ def feed_set(
     seed: int = 0,
     samples: int = 1,
     batch: int | None = None,
+    preprocess: Preprocess | None = None,
 ) -> FeedSet:
-    """Samples to run a model with ``specs`` on: ``inputs`` (one .npz, a folder of .npz, one
-    mapping or a list of mappings), or ``samples`` seeded random draws (seeds ``seed``,
-    ``seed + 1``, ...).
+    """Samples to run a model with ``specs`` on: ``inputs`` (one .npz, a folder of .npz, a folder
+    of images or a video for a one-image-input model, one mapping or a list of mappings), or
+    ``samples`` seeded random draws (seeds ``seed``, ``seed + 1``, ...).
 
-    Every sample is checked against the specs (names, shapes, dtype); float arrays are cast to the
-    input's float dtype.
+    Images and video frames go through ``preprocess`` (default: a plain resize to the input's
+    height and width, RGB, scaled to 0..1). Every sample is checked against the specs (names,
+    shapes, dtype); float arrays are cast to the input's float dtype.
     """
     if inputs is None:
         return [random_feeds(specs, seed=seed + index, batch=batch) for index in range(samples)]
-    labelled = _load(inputs)
+    images = _image_files(inputs)
+    if images is not None:
+        labelled = _from_images(images, specs, preprocess)
+    else:
+        labelled = _load(inputs)
     if not labelled:
         raise InputError(
             f"no input samples in '{inputs}'",
@@ -159,6 +173,105 @@ def feed_set(
         )
     checker = FeedChecker(specs)
     return [checker.conform(feeds, label=label) for label, feeds in labelled]
+
+
+def _image_files(inputs: FeedSource) -> list[Path] | Path | None:
+    """The images of a folder that holds no .npz, or a video file; None for anything else."""
+    if not isinstance(inputs, (str, os.PathLike)):
+        return None
+    path = Path(inputs)
+    if path.is_file() and path.suffix.lower() in VIDEO_SUFFIXES:
+        return path
+    if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES:
+        return [path]
+    if path.is_dir() and not any(path.glob("*.npz")):
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        return found or None
+    return None
+
+
+def calibration_preprocess(
+    model: onnx.ModelProto, given: Preprocess | str | os.PathLike[str] | None
+) -> Preprocess | None:
+    """The record images become inputs through: ``given`` (a record or a YAML/JSON file), else
+    the one the model carries in its application info, else None (``image_preprocess``)."""
+    if isinstance(given, Preprocess):
+        return given
+    if given is not None:
+        return Preprocess.from_file(given)
+    info = model_info.from_onnx(model, "the model")
+    return info.preprocess if info is not None else None
+
+
+def image_preprocess(spec: TensorSpec) -> Preprocess:
+    """What calibration images become without a record: resized to the input, RGB, 0..1."""
+    if len(spec.shape) != 4 or not all(isinstance(d, int) for d in spec.shape[1:]):
+        raise InputError(
+            f"input '{spec.name}' ({spec.describe()}) is not an image batch with a fixed size, "
+            "so images cannot be fed to it",
+            hint="give --inputs as .npz files instead",
+            reference=Ref.BAD_INPUTS_FILE,
+        )
+    layout = "NHWC" if spec.shape[-1] == 3 and spec.shape[1] != 3 else "NCHW"
+    size = spec.shape[2:4] if layout == "NCHW" else spec.shape[1:3]
+    dtype = spec.dtype.name if spec.dtype.name in ("float32", "float16", "uint8") else "float32"
+    return Preprocess(size=tuple(size), resize="stretch", layout=layout, dtype=dtype,
+                      scale=1.0 if dtype == "uint8" else 1.0 / 255.0)
+
+
+def _from_images(images: list[Path] | Path, specs: Sequence[TensorSpec],
+                 preprocess: Preprocess | None) -> list[tuple[str, Mapping[str, np.ndarray]]]:
+    if len(specs) != 1:
+        raise InputError(
+            f"images and videos feed models with one image input; this one takes {len(specs)}",
+            context="; ".join(spec.describe() for spec in specs),
+            hint="give --inputs as .npz files, one array per input name",
+            reference=Ref.BAD_INPUTS_FILE,
+        )
+    spec = specs[0]
+    record = preprocess or image_preprocess(spec)
+    frames = _video_frames(images) if isinstance(images, Path) else _read_images(images)
+    log.info("calibration: %d image(s) through %s", len(frames), record.to_dict())
+    return [(label, {spec.name: record(frame)[0]}) for label, frame in frames]
+
+
+def _read_images(paths: list[Path]) -> list[tuple[str, np.ndarray]]:
+    cv2 = require("cv2", extra="vision", purpose="Reading images as inputs")
+    frames = []
+    for path in paths:
+        frame = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if frame is None:
+            raise InputError(f"OpenCV cannot decode the image '{path}'",
+                             hint="remove it from the folder, or convert it to PNG or JPEG",
+                             reference=Ref.BAD_INPUTS_FILE)
+        frames.append((str(path), frame))
+    return frames
+
+
+def _video_frames(path: Path) -> list[tuple[str, np.ndarray]]:
+    cv2 = require("cv2", extra="vision", purpose="Reading a video as inputs")
+    capture = cv2.VideoCapture(str(path))
+    try:
+        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        if not capture.isOpened() or count <= 0:
+            raise InputError(f"OpenCV cannot read the video '{path}'",
+                             hint="check that the file plays, or extract frames to a folder",
+                             reference=Ref.BAD_INPUTS_FILE)
+        wanted = sorted({round(i * (count - 1) / max(VIDEO_FRAMES - 1, 1))
+                         for i in range(min(VIDEO_FRAMES, count))})
+        frames = []
+        for index in range(count):
+            ok, frame = capture.read()
+            if not ok:
+                break
+            if index in wanted:
+                frames.append((f"{path} frame {index}", frame))
+    finally:
+        capture.release()
+    if not frames:
+        raise InputError(f"no frame could be decoded from '{path}'",
+                         reference=Ref.BAD_INPUTS_FILE)
+    return frames
 
 
 def _load(inputs: FeedSource) -> list[tuple[str, Mapping[str, np.ndarray]]]:

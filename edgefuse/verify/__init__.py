@@ -21,12 +21,13 @@ import onnx
 from edgefuse._checks import integer_at_least, non_negative_number, number_in
 from edgefuse._files import check_output_path, write_text
 from edgefuse.convert.onnx_load import load_model
-from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs
-from edgefuse.reference.feeds import FeedSource, feed_set, input_specs
+from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs, degenerate_outputs
+from edgefuse.reference.feeds import FeedSource, calibration_preprocess, feed_set, input_specs
 from edgefuse.reference.fp16 import coerce_feeds, fp16_storage_model, has_fp16, tensor_types
 from edgefuse.reference.onnx_runner import run_onnx
 from edgefuse.verify.layers import DEFAULT_LAYER_ALARM, LayerReport, compare_layers
 from edgefuse.verify.task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TaskParity, task_parity
+from edgefuse.vision.preprocess import Preprocess
 
 DEFAULT_MIN_COSINE = 0.99999
 # The default gate when the candidate runs with FP16 storage (an FP16 model, or --emulate-fp16).
@@ -43,10 +44,23 @@ class VerifyResult:
     emulated_fp16: bool = False
     layers: LayerReport | None = None
     task: TaskParity | None = None
+    # Outputs nearly constant on the inputs used (name -> why): left out of the gate.
+    degenerate: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def gated(self) -> list[OutputAgreement]:
+        """The outputs the gate judges: those that vary on the inputs."""
+        return [o for o in self.outputs if o.name not in self.degenerate]
+
+    @property
+    def inconclusive(self) -> bool:
+        """Every output was nearly constant: nothing was measured (neither pass nor fail)."""
+        return bool(self.outputs) and not self.gated
 
     @property
     def passed(self) -> bool:
-        return all(o.passed for o in self.outputs) and (self.task is None or self.task.passed)
+        return (not self.inconclusive and all(o.passed for o in self.gated)
+                and (self.task is None or self.task.passed))
 
     def to_json(self) -> dict:
         return {
@@ -57,6 +71,8 @@ class VerifyResult:
             "samples": self.samples,
             "emulated_fp16": self.emulated_fp16,
             "outputs": [o.to_json() for o in self.outputs],
+            "degenerate": self.degenerate,
+            "inconclusive": self.inconclusive,
             "task": self.task.to_json() if self.task is not None else None,
             "layers": self.layers.to_json() if self.layers is not None else None,
         }
@@ -68,10 +84,14 @@ class VerifyResult:
             f"{'output':<{width}}  {'cosine':>12}  {'max abs err':>12}  {'rel L2 err':>12}  gate"
         ]
         for o in self.outputs:
+            verdict = "n/a" if o.name in self.degenerate else "ok" if o.passed else "FAIL"
             lines.append(
                 f"{o.name:<{width}}  {o.cosine:>12.8f}  {o.max_abs_error:>12.4g}  "
-                f"{o.rel_l2_error:>12.4g}  {'ok' if o.passed else 'FAIL'}"
+                f"{o.rel_l2_error:>12.4g}  {verdict}"
             )
+        source = "seeded random inputs" if self.seed is not None else "these inputs"
+        lines += [f"note: output '{name}' is nearly constant on {source} ({why}): the gate "
+                  "leaves it out" for name, why in self.degenerate.items()]
         lines += [f"note: output '{o.name}' holds NaN, or infinities where the other model does "
                   "not: no agreement can be measured" for o in self.outputs
                   if not np.isfinite(o.cosine)]
@@ -84,7 +104,12 @@ class VerifyResult:
             gate += f", worst of {self.samples} samples"
         if self.emulated_fp16:
             gate += ", candidate with FP16 storage emulated"
-        lines.append(f"{'PASSED' if self.passed else 'FAILED'} ({gate})")
+        if self.inconclusive:
+            lines.append(f"INCONCLUSIVE: every output is nearly constant on {source}, so the "
+                         "gate measures rounding, not agreement; pass real data: --inputs with "
+                         "a folder of images, a video or .npz files")
+        else:
+            lines.append(f"{'PASSED' if self.passed else 'FAILED'} ({gate})")
         return "\n".join(lines)
 
 
@@ -105,14 +130,17 @@ def verify(
     task: str | None = None,
     min_task_score: float | None = None,
     gt_conf: float | None = None,
+    preprocess: Preprocess | str | os.PathLike[str] | None = None,
 ) -> VerifyResult:
     """Compare every output of ``candidate`` with ``reference`` on identical inputs.
 
     Outputs are matched by name; the candidate must produce every output the reference has, with
     the same shape. ``passed`` is False when any output misses a gate (the CLI exits 1): cosine
     >= ``min_cosine`` (default 0.99999, or 0.999 when the candidate runs with FP16 storage). With
-    several samples (a folder of .npz, or ``samples`` random draws) each output reports its worst
-    sample.
+    several samples (a folder of .npz or images, a video, or ``samples`` random draws) each output
+    reports its worst sample. An output nearly constant on every sample (a detector's map on
+    noise) is left out of the gate and noted; when every output is, the result is inconclusive.
+    ``preprocess`` turns images into inputs (default: the model's own record, else a resize).
 
     ``emulate_fp16``: None runs a candidate that holds FP16 tensors with FP16 storage emulated
     (ONNX Runtime's CPU provider skips FP16 rounding between ops) and an FP32 candidate as
@@ -137,7 +165,8 @@ def verify(
             check_output_path(path)
     ref_model = load_model(reference, copy=False)
     cand_model = load_model(candidate, copy=False)
-    feeds_list = feed_set(input_specs(ref_model), inputs, seed=seed, samples=samples)
+    feeds_list = feed_set(input_specs(ref_model), inputs, seed=seed, samples=samples,
+                          preprocess=calibration_preprocess(ref_model, preprocess))
     used_seed = seed if inputs is None else None
     cand_types = tensor_types(cand_model)
     declared = has_fp16(cand_model, cand_types)
@@ -150,7 +179,8 @@ def verify(
     cand_outs = [run_onnx(runnable, coerce_feeds(runnable, feeds)) for feeds in feeds_list]
     outputs = compare_outputs(ref_outs, cand_outs, Gate(min_cosine, max_rel_l2))
     result = VerifyResult(outputs, min_cosine, max_rel_l2, used_seed,
-                          samples=len(feeds_list), emulated_fp16=emulate)
+                          samples=len(feeds_list), emulated_fp16=emulate,
+                          degenerate=degenerate_outputs(ref_outs))
     if per_layer or plot_path is not None:
         result.layers = compare_layers(
             ref_model, cand_model, feeds_list[0], emulate_fp16=emulate,

@@ -8,8 +8,12 @@ with the key, the value and where it came from, in the same words.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from edgefuse.errors import InputError, Ref
 
@@ -80,3 +84,21 @@ def strings(value: Any, key: str, where: str, reference: Ref) -> tuple[str, ...]
     ):
         raise bad(f"'{key}' must be a list of strings, got {value!r}", where, reference)
     return tuple(value)
+
+
+def read_yaml(path: str | os.PathLike[str], what: str, reference: Ref) -> Any:
+    """The data in a YAML (or JSON) file; unreadable files and bad syntax name the line."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise InputError(f"cannot read the {what} '{file}': {reason or exc}",
+                         reference=reference) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else str(file)
+        raise InputError(f"the {what} is not valid YAML: {getattr(exc, 'problem', exc)}",
+                         context=where, reference=reference) from exc

@@ -22,6 +22,7 @@ graph that normalises itself): then scale, mean and std must be the identity.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,6 +78,12 @@ class Preprocess:
             object.__setattr__(record, field.name, value)
         record._check(where)
         return record
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Preprocess:
+        """The record in a YAML or JSON file (the keys of ``to_dict``)."""
+        return cls.from_dict(rec.read_yaml(path, "preprocess record", _REF) or {},
+                             where=str(path))
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
