@@ -65,6 +65,21 @@ def _value_info(name: str, spec) -> onnx.ValueInfoProto:
     return oh.make_tensor_value_info(name, onnx.TensorProto.FLOAT, spec)
 
 
+def expose_as_input(model: onnx.ModelProto, *names: str) -> onnx.ModelProto:
+    """List initializers as graph inputs too: from IR 4 on, defaults the caller may override."""
+    initializers = {init.name: init for init in model.graph.initializer}
+    for name in names:
+        init = initializers[name]
+        model.graph.input.append(oh.make_tensor_value_info(name, init.data_type, list(init.dims)))
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def initializer_array(model: onnx.ModelProto, name: str) -> np.ndarray:
+    (init,) = [init for init in model.graph.initializer if init.name == name]
+    return onnx.numpy_helper.to_array(init)
+
+
 def random(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float32)
 

@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
+from onnxscript.rewriter import MatchResult
 
 from edgefuse.optimize import optimize
+from edgefuse.optimize.rules._batchnorm import bn_affine
 from tests.optimize.graphs import (
     assert_fired,
     assert_refused,
     assert_same_outputs,
     bn_node,
     bn_params,
+    expose_as_input,
+    initializer_array,
     make_model,
     node,
     op_types,
     optimize_only,
     random,
+    random_feeds,
 )
 
 pytestmark = pytest.mark.ort
@@ -80,6 +86,20 @@ def test_fold_bn_into_conv_refuses_weights_shared_with_another_conv():
         result, "fold-bn-into-conv", r"W 'w' is shared with node 'other_conv' outside", "bn"
     )
     assert op_types(result.model)["BatchNormalization"] == 1
+
+
+def test_fold_bn_into_conv_refuses_a_bias_shared_with_another_conv():
+    model = conv_bn_model()
+    model.graph.node.append(node("Conv", ["x", "w2", "b"], ["z"], name="other_conv"))
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(random(np.random.default_rng(9), 3, 2, 1, 1), "w2")
+    )
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-conv")
+    assert_refused(
+        result, "fold-bn-into-conv", r"B 'b' is shared with node 'other_conv' outside", "bn"
+    )
+    assert_same_outputs(model, result.model)
 
 
 def test_fold_bn_into_conv_refuses_a_conv_output_read_elsewhere():
@@ -153,6 +173,21 @@ def set_training_mode(bn: onnx.NodeProto) -> None:
     bn.output.extend([f"{bn.name}.running_mean", f"{bn.name}.running_var"])
 
 
+def test_bn_affine_refuses_a_bn_whose_running_statistics_are_read():
+    """The matcher refuses such a BN first (its extra outputs are read outside the pattern); the
+    BN rules' own check is the second line of defence and must hold on its own."""
+    model = conv_bn_model()
+    model.graph.node[1].output.append("bn.running_mean")
+    model.graph.node.append(node("Relu", ["bn.running_mean"], ["z"], name="stats_reader"))
+    bn = next(n for n in ir.serde.deserialize_model(model).graph if n.name == "bn")
+    result = MatchResult()
+    assert bn_affine(result, bn) is None
+    assert result.reason == "BatchNormalization 'bn' exposes its running statistics"
+    del model.graph.node[2]
+    bn = next(n for n in ir.serde.deserialize_model(model).graph if n.name == "bn")
+    assert bn_affine(MatchResult(), bn) is not None
+
+
 # --- fold-bn-into-conv-transpose ---------------------------------------------------------------
 
 
@@ -209,6 +244,45 @@ def test_fold_bn_into_conv_transpose_refuses_an_output_read_elsewhere():
     model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
     result = optimize_only(model, "fold-bn-into-conv-transpose")
     assert_refused(result, "fold-bn-into-conv-transpose", r"consumers outside the pattern", "bn")
+
+
+def test_fold_bn_into_conv_transpose_refuses_weights_fed_as_graph_inputs():
+    rng = np.random.default_rng(14)
+    model = make_model(
+        [node("ConvTranspose", ["x", "w"], ["d"], name="deconv"), bn_node("d", "y")],
+        {"x": [1, 2, 4, 4], "w": [2, 3, 3, 3]},
+        ["y"],
+        bn_params(rng, 3),
+    )
+    result = optimize_only(model, "fold-bn-into-conv-transpose")
+    assert_refused(
+        result, "fold-bn-into-conv-transpose", r"W 'w' is not constant \(a graph input\)", "bn"
+    )
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["w", "b", "bn.var"])
+def test_fold_bn_into_conv_transpose_refuses_a_parameter_the_caller_can_override(overridable):
+    model = expose_as_input(conv_transpose_bn_model(bias=True, group=1), overridable)
+    result = optimize_only(model, "fold-bn-into-conv-transpose")
+    assert_refused(
+        result,
+        "fold-bn-into-conv-transpose",
+        rf"'{overridable}' is not constant \(a graph input\)",
+        "bn",
+    )
+    feeds = random_feeds(model)
+    feeds[overridable] = 2 * initializer_array(model, overridable)
+    assert_same_outputs(model, result.model, feeds)
+
+
+def test_fold_bn_into_conv_transpose_refuses_weights_shared_with_another_node():
+    model = conv_transpose_bn_model(bias=True, group=1)
+    model.graph.node.append(node("ConvTranspose", ["x", "w"], ["z"], name="twin"))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-conv-transpose")
+    assert_refused(result, "fold-bn-into-conv-transpose", r"W 'w' is shared with node 'twin'", "bn")
+    assert_same_outputs(model, result.model)
 
 
 # --- fold-bn-into-gemm -------------------------------------------------------------------------
@@ -276,6 +350,55 @@ def test_fold_bn_into_gemm_refuses_weights_shared_with_another_gemm():
     model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
     result = optimize_only(model, "fold-bn-into-gemm")
     assert_refused(result, "fold-bn-into-gemm", r"B 'wb' is shared with node 'other_gemm'", "bn")
+
+
+def test_fold_bn_into_gemm_refuses_a_bias_shared_with_another_node():
+    model = gemm_bn_model(trans_b=0)
+    model.graph.input.append(onnx.helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [4]))
+    model.graph.node.append(node("Add", ["t", "wc"], ["z"], name="bias_reader"))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-gemm")
+    assert_refused(result, "fold-bn-into-gemm", r"C 'wc' is shared with node 'bias_reader'", "bn")
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_bn_into_gemm_refuses_a_gemm_output_read_elsewhere():
+    model = gemm_bn_model(trans_b=1)
+    model.graph.node.append(node("Relu", ["g"], ["z"], name="relu"))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-gemm")
+    assert_refused(result, "fold-bn-into-gemm", r"consumers outside the pattern", "bn")
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize(("role", "name", "shape"), [("B", "wb", [5, 4]), ("C", "wc", [4])])
+def test_fold_bn_into_gemm_refuses_weights_fed_as_graph_inputs(role, name, shape):
+    rng = np.random.default_rng(15)
+    weights = {"wb": random(rng, 5, 4), "wc": random(rng, 4), **bn_params(rng, 4)}
+    del weights[name]
+    model = make_model(
+        [node("Gemm", ["a", "wb", "wc"], ["g"], name="gemm"), bn_node("g", "y")],
+        {"a": [3, 5], name: shape},
+        ["y"],
+        weights,
+    )
+    result = optimize_only(model, "fold-bn-into-gemm")
+    assert_refused(
+        result, "fold-bn-into-gemm", rf"{role} '{name}' is not constant \(a graph input\)", "bn"
+    )
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["wb", "wc", "bn.mean"])
+def test_fold_bn_into_gemm_refuses_a_parameter_the_caller_can_override(overridable):
+    model = expose_as_input(gemm_bn_model(trans_b=1), overridable)
+    result = optimize_only(model, "fold-bn-into-gemm")
+    assert_refused(
+        result, "fold-bn-into-gemm", rf"'{overridable}' is not constant \(a graph input\)", "bn"
+    )
+    feeds = random_feeds(model)
+    feeds[overridable] = 2 * initializer_array(model, overridable)
+    assert_same_outputs(model, result.model, feeds)
 
 
 # --- bn-to-affine ------------------------------------------------------------------------------
