@@ -23,6 +23,7 @@ from tests.optimize.graphs import (
     assert_refused,
     assert_same_outputs,
     expose_as_input,
+    in_the_pipeline_and_alone,
     make_model,
     node,
     op_types,
@@ -138,13 +139,14 @@ def test_remove_dropout_refuses_a_training_switch_fed_at_run_time():
     assert_same_outputs(model, result.model, {"x": x, "training": np.array(False)})
 
 
-def test_remove_dropout_refuses_a_training_switch_the_caller_can_override():
+@in_the_pipeline_and_alone
+def test_remove_dropout_refuses_a_training_switch_the_caller_can_override(apply):
     model = dropout(
         ["x", "ratio", "training"],
         initializers={"ratio": np.float32(0.5), "training": np.bool_(False)},
     )
     expose_as_input(model, "training")
-    result = optimize_only(model, "remove-dropout")
+    result = apply(model, "remove-dropout")
     assert_refused(
         result, "remove-dropout", r"'training' is not constant \(a graph input\)", "drop"
     )
@@ -290,10 +292,11 @@ def test_remove_noop_arithmetic_keeps_a_multiplier_fed_as_graph_input():
     assert op_types(result.model)["Mul"] == 1
 
 
-def test_remove_noop_arithmetic_keeps_a_one_the_caller_can_override():
+@in_the_pipeline_and_alone
+def test_remove_noop_arithmetic_keeps_a_one_the_caller_can_override(apply):
     model = then_relu(node("Mul", ["x", "k"], ["a"], name="scale"), [2, 3], {"k": np.float32(1)})
     expose_as_input(model, "k")
-    result = optimize_only(model, "remove-noop-arithmetic")
+    result = apply(model, "remove-noop-arithmetic")
     assert op_types(result.model)["Mul"] == 1
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
     assert_same_outputs(model, result.model, {"x": x, "k": np.array(3.0, np.float32)})
@@ -724,9 +727,10 @@ def test_recognize_hardswish_refuses_a_clip_read_elsewhere():
 
 
 @pytest.mark.parametrize("form", ["hardswish", "hardsigmoid"])
-def test_recognize_hardswish_refuses_a_bias_the_caller_can_override(form):
+@in_the_pipeline_and_alone
+def test_recognize_hardswish_refuses_a_bias_the_caller_can_override(form, apply):
     model = expose_as_input(spelled_out(form=form), "bias")
-    result = optimize_only(model, "recognize-hardswish")
+    result = apply(model, "recognize-hardswish")
     assert_refused(
         result, "recognize-hardswish", r"bias 'bias' is not the scalar constant 3", "div"
     )

@@ -16,12 +16,14 @@ from onnxscript.rewriter import MatchResult
 from edgefuse.optimize import optimize
 from edgefuse.optimize.rules._batchnorm import bn_affine
 from tests.optimize.graphs import (
+    as_float16,
     assert_fired,
     assert_refused,
     assert_same_outputs,
     bn_node,
     bn_params,
     expose_as_input,
+    in_the_pipeline_and_alone,
     initializer_array,
     make_model,
     node,
@@ -134,14 +136,15 @@ def test_fold_bn_into_conv_refuses_statistics_fed_as_graph_inputs():
     )
 
 
-def test_fold_bn_into_conv_refuses_an_initializer_the_caller_can_override():
+@in_the_pipeline_and_alone
+def test_fold_bn_into_conv_refuses_an_initializer_the_caller_can_override(apply):
     """An initializer that is also a graph input is a default, not a constant (IR >= 4)."""
     model = conv_bn_model()
     model.graph.input.append(
         onnx.helper.make_tensor_value_info("bn.var", onnx.TensorProto.FLOAT, [3])
     )
     onnx.checker.check_model(model, full_check=True)
-    result = optimize_only(model, "fold-bn-into-conv")
+    result = apply(model, "fold-bn-into-conv")
     assert_refused(
         result, "fold-bn-into-conv", r"input_var 'bn.var' is not constant \(a graph input\)", "bn"
     )
@@ -262,9 +265,10 @@ def test_fold_bn_into_conv_transpose_refuses_weights_fed_as_graph_inputs():
 
 
 @pytest.mark.parametrize("overridable", ["w", "b", "bn.var"])
-def test_fold_bn_into_conv_transpose_refuses_a_parameter_the_caller_can_override(overridable):
+@in_the_pipeline_and_alone
+def test_fold_bn_into_conv_transpose_refuses_a_default_the_caller_can_override(overridable, apply):
     model = expose_as_input(conv_transpose_bn_model(bias=True, group=1), overridable)
-    result = optimize_only(model, "fold-bn-into-conv-transpose")
+    result = apply(model, "fold-bn-into-conv-transpose")
     assert_refused(
         result,
         "fold-bn-into-conv-transpose",
@@ -390,15 +394,33 @@ def test_fold_bn_into_gemm_refuses_weights_fed_as_graph_inputs(role, name, shape
 
 
 @pytest.mark.parametrize("overridable", ["wb", "wc", "bn.mean"])
-def test_fold_bn_into_gemm_refuses_a_parameter_the_caller_can_override(overridable):
+@in_the_pipeline_and_alone
+def test_fold_bn_into_gemm_refuses_a_default_the_caller_can_override(overridable, apply):
     model = expose_as_input(gemm_bn_model(trans_b=1), overridable)
-    result = optimize_only(model, "fold-bn-into-gemm")
+    result = apply(model, "fold-bn-into-gemm")
     assert_refused(
         result, "fold-bn-into-gemm", rf"'{overridable}' is not constant \(a graph input\)", "bn"
     )
     feeds = random_feeds(model)
     feeds[overridable] = 2 * initializer_array(model, overridable)
     assert_same_outputs(model, result.model, feeds)
+
+
+@pytest.mark.parametrize(
+    ("build", "rule_id", "weights"),
+    [
+        (conv_bn_model, "fold-bn-into-conv", "w"),
+        (lambda: conv_transpose_bn_model(bias=True, group=1), "fold-bn-into-conv-transpose", "w"),
+        (lambda: gemm_bn_model(trans_b=0), "fold-bn-into-gemm", "wb"),
+    ],
+    ids=["conv", "conv-transpose", "gemm"],
+)
+def test_bn_folds_refuse_float16_weights(build, rule_id, weights):
+    model = as_float16(build())
+    result = optimize_only(model, rule_id)
+    reason = rf"^'{weights}' is FLOAT16; only float32/float64 are folded$"
+    assert_refused(result, rule_id, reason, "bn")
+    assert_same_outputs(model, result.model)
 
 
 # --- bn-to-affine ------------------------------------------------------------------------------
@@ -462,6 +484,18 @@ def test_bn_to_affine_refuses_a_variance_fed_as_graph_input():
     assert_refused(
         result, "bn-to-affine", r"input_var 'bn.var' is not constant \(a graph input\)", "bn"
     )
+
+
+@in_the_pipeline_and_alone
+def test_bn_to_affine_refuses_a_variance_the_caller_can_override(apply):
+    model = expose_as_input(relu_bn_model(), "bn.var")
+    result = apply(model, "bn-to-affine")
+    assert_refused(
+        result, "bn-to-affine", r"input_var 'bn.var' is not constant \(a graph input\)", "bn"
+    )
+    feeds = random_feeds(model)
+    feeds["bn.var"] = 2 * initializer_array(model, "bn.var")
+    assert_same_outputs(model, result.model, feeds)
 
 
 def test_bn_to_affine_refuses_an_input_of_unknown_rank():

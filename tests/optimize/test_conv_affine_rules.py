@@ -12,11 +12,13 @@ import onnx
 import pytest
 
 from tests.optimize.graphs import (
+    as_float16,
     assert_fired,
     assert_not_applicable,
     assert_refused,
     assert_same_outputs,
     expose_as_input,
+    in_the_pipeline_and_alone,
     initializer_array,
     make_model,
     node,
@@ -192,9 +194,10 @@ def test_fold_mul_into_conv_refuses_weights_fed_as_graph_input():
 
 
 @pytest.mark.parametrize("overridable", ["k", "w", "b"])
-def test_fold_mul_into_conv_refuses_a_parameter_the_caller_can_override(overridable):
+@in_the_pipeline_and_alone
+def test_fold_mul_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
     model = expose_as_input(conv_then("Mul", PER_OUTPUT_CHANNEL["[1,C,1,1]"]), overridable)
-    result = optimize_only(model, "fold-mul-into-conv")
+    result = apply(model, "fold-mul-into-conv")
     assert_refused(
         result, "fold-mul-into-conv", rf"'{overridable}' is not constant \(a graph input\)", "after"
     )
@@ -253,9 +256,10 @@ def test_fold_add_into_conv_refuses_weights_fed_as_graph_input():
 
 
 @pytest.mark.parametrize("overridable", ["k", "b"])
-def test_fold_add_into_conv_refuses_a_parameter_the_caller_can_override(overridable):
+@in_the_pipeline_and_alone
+def test_fold_add_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
     model = expose_as_input(conv_then("Add", PER_OUTPUT_CHANNEL["[1,C,1,1]"]), overridable)
-    result = optimize_only(model, "fold-add-into-conv")
+    result = apply(model, "fold-add-into-conv")
     assert_refused(
         result, "fold-add-into-conv", rf"'{overridable}' is not constant \(a graph input\)", "after"
     )
@@ -351,9 +355,10 @@ def test_fold_input_scale_into_conv_refuses_weights_fed_as_graph_input():
 
 
 @pytest.mark.parametrize("overridable", ["k", "w"])
-def test_fold_input_scale_into_conv_refuses_a_parameter_the_caller_can_override(overridable):
+@in_the_pipeline_and_alone
+def test_fold_input_scale_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
     model = expose_as_input(then_conv("Mul", PER_INPUT_CHANNEL["[1,C,1,1]"]), overridable)
-    result = optimize_only(model, "fold-input-scale-into-conv")
+    result = apply(model, "fold-input-scale-into-conv")
     assert_refused(
         result,
         "fold-input-scale-into-conv",
@@ -481,9 +486,10 @@ def test_fold_input_offset_into_conv_refuses_an_offset_input_read_elsewhere():
 
 
 @pytest.mark.parametrize("overridable", ["k", "w", "b"])
-def test_fold_input_offset_into_conv_refuses_a_parameter_the_caller_can_override(overridable):
+@in_the_pipeline_and_alone
+def test_fold_input_offset_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
     model = expose_as_input(then_conv("Add", PER_INPUT_CHANNEL["[1,C,1,1]"]), overridable)
-    result = optimize_only(model, "fold-input-offset-into-conv")
+    result = apply(model, "fold-input-offset-into-conv")
     assert_refused(
         result,
         "fold-input-offset-into-conv",
@@ -491,3 +497,22 @@ def test_fold_input_offset_into_conv_refuses_a_parameter_the_caller_can_override
         "conv",
     )
     assert_same_outputs(model, result.model, overriding(model, overridable))
+
+
+
+@pytest.mark.parametrize(
+    ("build", "op_type", "rule_id", "root"),
+    [
+        (conv_then, "Mul", "fold-mul-into-conv", "after"),
+        (conv_then, "Add", "fold-add-into-conv", "after"),
+        (then_conv, "Mul", "fold-input-scale-into-conv", "conv"),
+        (then_conv, "Add", "fold-input-offset-into-conv", "conv"),
+    ],
+    ids=["mul", "add", "input-scale", "input-offset"],
+)
+def test_conv_folds_refuse_float16_weights(build, op_type, rule_id, root):
+    constant = np.full((1, C_OUT if build is conv_then else C_IN, 1, 1), 0.5, np.float32)
+    model = as_float16(build(op_type, constant))
+    result = optimize_only(model, rule_id)
+    assert_refused(result, rule_id, r"^'w' is FLOAT16; only float32/float64 are folded$", root)
+    assert_same_outputs(model, result.model)

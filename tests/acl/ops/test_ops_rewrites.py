@@ -25,6 +25,7 @@ from tests.optimize.graphs import (
     node,
     op_types,
     random,
+    rewrite_alone,
 )
 
 pytestmark = pytest.mark.ort
@@ -142,9 +143,10 @@ def test_a_scale_fed_at_run_time_is_refused_with_the_reason():
                                rtol=1e-5, atol=2e-6)
 
 
-def test_a_scale_the_caller_can_override_is_refused_with_the_reason():
+@pytest.mark.parametrize("apply", [ascend, rewrite_alone], ids=["pipeline", "rule-alone"])
+def test_a_scale_the_caller_can_override_is_refused_with_the_reason(apply):
     model = expose_as_input(scaled_silu(extra={"k": np.array(1.702, np.float32)}), "k")
-    result = ascend(model, "silu-to-swish")
+    result = apply(model, "silu-to-swish")
     assert_refused(result, "silu-to-swish", r"the scale 'k' inside the sigmoid is not constant",
                    "silu")
     rng = np.random.default_rng(3)
