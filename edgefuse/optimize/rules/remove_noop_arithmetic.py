@@ -9,8 +9,9 @@ did not match a near miss, so the report was silent about the ``x * 1.0000001`` 
 to go. A constant within onnxscript's tolerance that is not exact is refused with its value; one
 further away is a real scale or offset, not a candidate, and stays out of the report.
 
-The constant must have a single element that does not broadcast ``x`` (a scalar, or shape ``[1]``
-on an ``x`` of rank 1 or more): removing the op must leave ``x``'s shape as it was.
+The constant must be a single element that does not broadcast ``x`` (a scalar, or shape ``[1]``,
+``[1, 1]``, ... of a rank no higher than ``x``'s): removing the op must leave ``x``'s shape as it
+was.
 """
 
 from __future__ import annotations
