@@ -7,9 +7,10 @@ whether it changed anything.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
@@ -92,25 +93,52 @@ def run_pipeline(model: ir.Model, pipeline: Pipeline, rules: Sequence[type]) -> 
         for base in rule.rewrite_rules()
     ]
     rule_set = RewriteRuleSet(recording) if recording else None
-    for round_index in range(1, MAX_ROUNDS + 1):
-        report.rounds = round_index
-        modified = False
-        for graph_pass in pipeline.before:
-            modified |= _timed(report, graph_pass.id, round_index, lambda p=graph_pass: p(model))
-        if rule_set is not None:
-            modified |= _timed(
-                report, "rewrite-rules", round_index, lambda: rule_set.apply_to_model(model) > 0
-            )
-        for graph_pass in pipeline.after:
-            modified |= _timed(report, graph_pass.id, round_index, lambda p=graph_pass: p(model))
-        if not modified:
-            break
+    with _overridable_defaults_hidden(model.graph):
+        for round_index in range(1, MAX_ROUNDS + 1):
+            report.rounds = round_index
+            if not _run_round(model, pipeline, rule_set, report, round_index):
+                break
     passes.LiftConstants()(model)
     passes.RemoveUnused()(model)
     passes.TopologicalSort()(model)
     report.ops_after = op_counts(model.graph)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _run_round(model, pipeline: Pipeline, rule_set, report: RewriteReport, index: int) -> bool:
+    """One round of every pass and rule; whether anything changed."""
+    modified = False
+    for graph_pass in pipeline.before:
+        modified |= _timed(report, graph_pass.id, index, lambda p=graph_pass: p(model))
+    if rule_set is not None:
+        modified |= _timed(
+            report, "rewrite-rules", index, lambda: rule_set.apply_to_model(model) > 0
+        )
+    for graph_pass in pipeline.after:
+        modified |= _timed(report, graph_pass.id, index, lambda p=graph_pass: p(model))
+    return modified
+
+
+@contextlib.contextmanager
+def _overridable_defaults_hidden(graph: ir.Graph) -> Iterator[None]:
+    """Let no pass or rule read an initializer that is also a graph input as a constant.
+
+    From IR 4 on, such an initializer is only a default the caller may override (ONNX Runtime
+    feeds it from the inputs), so folding its value would silently ignore what the caller feeds
+    (OnnxSlim's "graph inputs used as weights"). edgefuse's own rules check this
+    (``rule.constant_array``), but the adopted onnxscript rules (fold-pad-into-conv,
+    merge-unsqueeze-chain, remove-noop-expand, ...) and onnxscript's constant folder read
+    ``const_value`` directly; hiding it for the run makes every one of them see a run-time input.
+    """
+    hidden = [(value, value.const_value) for value in graph.inputs if value.const_value is not None]
+    for value, _ in hidden:
+        value.const_value = None
+    try:
+        yield
+    finally:
+        for value, tensor in hidden:
+            value.const_value = tensor
 
 
 def _timed(report: RewriteReport, pass_id: str, round_index: int, call) -> bool:

@@ -16,9 +16,13 @@ import onnx
 import onnx.helper as oh
 import onnx_ir as ir
 import onnxruntime as ort
+import pytest
+from onnxscript.rewriter import RewriteRuleSet
 
 from edgefuse.optimize import OptimizeResult, optimize, passes
+from edgefuse.optimize._recording import RecordingRule
 from edgefuse.optimize.pipeline import Pipeline, run_pipeline
+from edgefuse.optimize.report import RewriteReport, RuleStats, op_counts
 from edgefuse.optimize.rules import RULES_BY_ID
 
 OPSET = 18
@@ -65,6 +69,37 @@ def _value_info(name: str, spec) -> onnx.ValueInfoProto:
     return oh.make_tensor_value_info(name, onnx.TensorProto.FLOAT, spec)
 
 
+def expose_as_input(model: onnx.ModelProto, *names: str) -> onnx.ModelProto:
+    """List initializers as graph inputs too: from IR 4 on, defaults the caller may override."""
+    initializers = {init.name: init for init in model.graph.initializer}
+    for name in names:
+        init = initializers[name]
+        model.graph.input.append(oh.make_tensor_value_info(name, init.data_type, list(init.dims)))
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def initializer_array(model: onnx.ModelProto, name: str) -> np.ndarray:
+    (init,) = [init for init in model.graph.initializer if init.name == name]
+    return onnx.numpy_helper.to_array(init)
+
+
+def as_float16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with every float32 initializer, input and output stored as float16."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for init in model.graph.initializer:
+        if init.data_type == onnx.TensorProto.FLOAT:
+            array = onnx.numpy_helper.to_array(init).astype(np.float16)
+            init.CopyFrom(onnx.numpy_helper.from_array(array, init.name))
+    for value in [*model.graph.input, *model.graph.output]:
+        if value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+    del model.graph.value_info[:]
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
 def random(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -102,6 +137,25 @@ def rewrite_without_folding(model: onnx.ModelProto, rule_id: str) -> OptimizeRes
     return OptimizeResult(ir.serde.serialize_model(ir_model), report)
 
 
+def rewrite_alone(model: onnx.ModelProto, rule_id: str) -> OptimizeResult:
+    """Apply one rule with nothing of the pipeline around it: no folder, no elimination, and no
+    hiding of overridable defaults, so that the rule's own guards are what a test exercises."""
+    rule = RULES_BY_ID[rule_id]
+    ir_model = ir.serde.deserialize_model(model)
+    report = RewriteReport(target="cpu", ops_before=op_counts(ir_model.graph))
+    stats = report.rules[rule_id] = RuleStats(rule_id, rule.description)
+    recording = [RecordingRule(base, rule_id, stats) for base in rule.rewrite_rules()]
+    RewriteRuleSet(recording).apply_to_model(ir_model)
+    return OptimizeResult(ir.serde.serialize_model(ir_model), report)
+
+
+# The pipeline hides overridable defaults from every pass and rule; each edgefuse rule must still
+# refuse them on its own, so the tests of that refusal run both ways.
+in_the_pipeline_and_alone = pytest.mark.parametrize(
+    "apply", [optimize_only, rewrite_alone], ids=["pipeline", "rule-alone"]
+)
+
+
 def op_types(model: onnx.ModelProto) -> Counter:
     return Counter(n.op_type for n in model.graph.node)
 
@@ -127,7 +181,8 @@ def random_feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]
             d.dim_value if d.HasField("dim_value") else SYMBOLIC_DIM_SIZE
             for d in value.type.tensor_type.shape.dim
         ]
-        feeds[value.name] = rng.standard_normal(dims).astype(np.float32)
+        dtype = oh.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        feeds[value.name] = rng.standard_normal(dims).astype(dtype)
     return feeds
 
 

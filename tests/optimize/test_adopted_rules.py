@@ -1,11 +1,14 @@
 """The eliminations and chain merges built on onnxscript's rules, fold-pad-into-conv and
 recognize-hardswish.
 
-Where onnxscript's matcher refuses without a reason (a constant that is not the pattern's scalar, a
-missing attribute), the negative tests assert only that nothing fired and the graph kept the op.
-Three rules (remove-noop-cast, remove-noop-expand, remove-dropout at opset >= 12) never fire in the
-host pipeline because the constant folder removes their targets first; their positive tests run
-them without the folder, and a second test pins that the host pipeline still removes the op.
+Where onnxscript's matcher refuses without a reason (a missing attribute), the negative tests
+assert only that nothing fired and the graph kept the op; remove-dropout and
+remove-noop-arithmetic match every Dropout and every near-identity constant so that each refusal
+carries its reason. A constant that is also a graph input is a default the caller may override:
+every rule that would read it is checked against a feed that overrides it. Three rules
+(remove-noop-cast, remove-noop-expand, remove-dropout at opset >= 12) never fire in the host
+pipeline because the constant folder removes their targets first; their positive tests run them
+without the folder, and a second test pins that the host pipeline still removes the op.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import pytest
 
 from tests.optimize.graphs import (
     assert_fired,
+    assert_not_applicable,
     assert_refused,
     assert_same_outputs,
+    expose_as_input,
+    in_the_pipeline_and_alone,
     make_model,
     node,
     op_types,
@@ -50,38 +56,131 @@ def then_relu(op: onnx.NodeProto, x_shape, initializers=None, **model):
 # --- remove-dropout ----------------------------------------------------------------------------
 
 
+def dropout(operands=("x",), initializers=None, **model):
+    """``Relu(Dropout(x, ...))``; opset 18 unless ``opset`` says otherwise."""
+    ratio = {"ratio": model.pop("ratio")} if "ratio" in model else {}
+    return then_relu(
+        node("Dropout", list(operands), ["d"], name="drop", **ratio),
+        [2, 3],
+        initializers,
+        **model,
+    )
+
+
 def test_remove_dropout_removes_a_zero_ratio_dropout():
-    model = then_relu(node("Dropout", ["x"], ["d"], name="drop", ratio=0.0), [2, 3], opset=11)
+    model = dropout(ratio=0.0, opset=11)
     result = optimize_only(model, "remove-dropout")
     assert_fired(result, "remove-dropout", gone=["Dropout"])
     assert op_types(result.model) == {"Relu": 1}
     assert_same_outputs(model, result.model)
 
 
+@pytest.mark.parametrize(
+    ("operands", "initializers"),
+    [
+        (["x"], None),
+        (["x", "ratio", "training"], {"ratio": np.float32(0.5), "training": np.bool_(False)}),
+        (["x", "ratio", "training"], {"ratio": np.float32(0.0), "training": np.bool_(True)}),
+    ],
+    ids=["no-training-input", "training-false", "training-with-ratio-0"],
+)
+def test_remove_dropout_removes_an_opset18_dropout_that_is_the_identity(operands, initializers):
+    model = dropout(operands, initializers)
+    result = rewrite_without_folding(model, "remove-dropout")
+    assert_fired(result, "remove-dropout", gone=["Dropout"])
+    assert_same_outputs(model, result.model)
+
+
 def test_host_pipeline_removes_an_opset18_dropout_with_the_constant_folder():
-    model = then_relu(node("Dropout", ["x"], ["d"], name="drop"), [2, 3])
+    model = dropout()
     result = optimize_only(model, "remove-dropout")
     assert result.report.rules["remove-dropout"].matched == 0
     assert op_types(result.model) == {"Relu": 1}
 
 
-def test_remove_dropout_leaves_an_opset11_dropout_with_a_nonzero_ratio():
-    """No reason recorded: onnxscript's pattern wants ratio=0 and simply does not match."""
-    model = then_relu(node("Dropout", ["x"], ["d"], name="drop", ratio=0.5), [2, 3], opset=11)
-    result = optimize_only(model, "remove-dropout")
-    assert result.report.rules["remove-dropout"].matched == 0
-    assert op_types(result.model)["Dropout"] == 1
+def assert_dropout_kept(result, model) -> None:
+    """The Dropout is still there, reading what it read (a training Dropout has no fixed output)."""
+    kept = [n for n in result.model.graph.node if n.op_type == "Dropout"]
+    assert [list(n.input) for n in kept] == [list(model.graph.node[0].input)]
 
 
-def test_remove_dropout_leaves_a_training_mode_dropout():
-    model = then_relu(
-        node("Dropout", ["x", "ratio", "training"], ["d"], name="drop"),
-        [2, 3],
-        {"ratio": np.float32(0.5), "training": np.bool_(True)},
+def test_remove_dropout_refuses_a_training_mode_dropout_and_says_so():
+    model = dropout(
+        ["x", "ratio", "training"],
+        initializers={"ratio": np.float32(0.5), "training": np.bool_(True)},
+    )
+    for result in (optimize_only(model, "remove-dropout"),
+                   rewrite_without_folding(model, "remove-dropout")):
+        assert_refused(
+            result,
+            "remove-dropout",
+            r"^Dropout 'drop' is in training mode \(training_mode 'training' is true\)$",
+            "drop",
+        )
+        assert_dropout_kept(result, model)
+
+
+def test_remove_dropout_refuses_a_training_switch_fed_at_run_time():
+    model = dropout(
+        ["x", "ratio", "training"],
+        initializers={"ratio": np.float32(0.5)},
+        inputs={"training": (onnx.TensorProto.BOOL, [])},
     )
     result = optimize_only(model, "remove-dropout")
-    assert result.report.rules["remove-dropout"].applied == 0
+    assert_refused(
+        result,
+        "remove-dropout",
+        r"may run in training mode: its training_mode input 'training' is not constant "
+        r"\(a graph input\)",
+        "drop",
+    )
+    assert_dropout_kept(result, model)
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "training": np.array(False)})
+
+
+@in_the_pipeline_and_alone
+def test_remove_dropout_refuses_a_training_switch_the_caller_can_override(apply):
+    model = dropout(
+        ["x", "ratio", "training"],
+        initializers={"ratio": np.float32(0.5), "training": np.bool_(False)},
+    )
+    expose_as_input(model, "training")
+    result = apply(model, "remove-dropout")
+    assert_refused(
+        result, "remove-dropout", r"'training' is not constant \(a graph input\)", "drop"
+    )
+    assert_dropout_kept(result, model)
+
+
+def test_remove_dropout_refuses_an_opset11_dropout_with_a_nonzero_ratio_and_says_why():
+    model = dropout(ratio=0.5, opset=11)
+    result = optimize_only(model, "remove-dropout")
+    assert_refused(
+        result,
+        "remove-dropout",
+        r"Dropout 'drop' has ratio 0.5, and at opset 11 it has no training_mode input",
+        "drop",
+    )
     assert op_types(result.model)["Dropout"] == 1
+    assert_same_outputs(model, result.model)
+
+
+def test_remove_dropout_refuses_a_dropout_whose_mask_is_read():
+    model = make_model(
+        [
+            node("Dropout", ["x"], ["d", "mask"], name="drop", ratio=0.0),
+            node("Cast", ["mask"], ["m"], name="mask_as_float", to=onnx.TensorProto.FLOAT),
+            node("Add", ["d", "m"], ["y"], name="add"),
+        ],
+        {"x": [2, 3]},
+        ["y"],
+        opset=11,
+    )
+    result = optimize_only(model, "remove-dropout")
+    assert_refused(result, "remove-dropout", r"consumers outside the pattern", "drop")
+    assert op_types(result.model)["Dropout"] == 1
+    assert_same_outputs(model, result.model)
 
 
 # --- remove-noop-arithmetic --------------------------------------------------------------------
@@ -97,21 +196,45 @@ NOOPS = {
 
 
 @pytest.mark.parametrize("form", list(NOOPS))
-def test_remove_noop_arithmetic(form):
+@pytest.mark.parametrize("shape", [(), (1,)], ids=["scalar", "[1]"])
+def test_remove_noop_arithmetic(form, shape):
     op_type, operands, value = NOOPS[form]
-    model = then_relu(node(op_type, operands, ["a"], name="noop"), [2, 3], {"k": np.float32(value)})
+    constant = np.full(shape, value, np.float32)
+    model = then_relu(node(op_type, operands, ["a"], name="noop"), [2, 3], {"k": constant})
     result = optimize_only(model, "remove-noop-arithmetic")
     assert_fired(result, "remove-noop-arithmetic", gone=[op_type])
     assert op_types(result.model) == {"Relu": 1}
     assert_same_outputs(model, result.model)
 
 
+def test_remove_noop_arithmetic_removes_x_times_a_one_other_nodes_also_read():
+    """The constant is not rewritten, only the op around it goes: sharing it is harmless."""
+    model = make_model(
+        [
+            node("Mul", ["x", "k"], ["a"], name="noop"),
+            node("Add", ["a", "k"], ["y"], name="plus_one"),
+        ],
+        {"x": [2, 3]},
+        ["y"],
+        {"k": np.float32(1.0)},
+    )
+    result = optimize_only(model, "remove-noop-arithmetic")
+    assert_fired(result, "remove-noop-arithmetic", gone=["Mul"])
+    assert_same_outputs(model, result.model)
+
+
 @pytest.mark.parametrize(
-    ("op_type", "value"),
-    [("Add", 1e-9), ("Add", 1e-12), ("Mul", 1.000005), ("Div", 0.999995)],
-    ids=["x+1e-9", "x+1e-12", "x*1.000005", "x/0.999995"],
+    ("op_type", "value", "reason"),
+    [
+        ("Add", 1e-9, r"^the constant 'k' is 1e-09, not exactly 0$"),
+        ("Add", 1e-12, r"^the constant 'k' is 1e-12, not exactly 0$"),
+        ("Mul", 1.000005, r"^the constant 'k' is 1.000005, not exactly 1$"),
+        ("Mul", 1.0000001, r"^the constant 'k' is 1.0000001, not exactly 1$"),
+        ("Div", 0.999995, r"^the constant 'k' is 0.999995, not exactly 1$"),
+    ],
+    ids=["x+1e-9", "x+1e-12", "x*1.000005", "x*1.0000001", "x/0.999995"],
 )
-def test_remove_noop_arithmetic_keeps_constants_that_are_only_close(op_type, value):
+def test_remove_noop_arithmetic_refuses_constants_that_are_only_close(op_type, value, reason):
     """An epsilon guard ``x + 1e-12`` is not a no-op: at x == 0 it is what keeps 1/x finite."""
     model = make_model(
         [
@@ -123,24 +246,60 @@ def test_remove_noop_arithmetic_keeps_constants_that_are_only_close(op_type, val
         {"k": np.float32(value)},
     )
     result = optimize_only(model, "remove-noop-arithmetic")
-    assert result.report.rules["remove-noop-arithmetic"].applied == 0
+    assert_refused(result, "remove-noop-arithmetic", reason, "guard")
     assert op_types(result.model)[op_type] == 1
     zeros = {"x": np.zeros((2, 3), np.float32)}
     assert_same_outputs(model, result.model, zeros)
 
 
+@pytest.mark.parametrize(
+    ("constant", "reason"),
+    [
+        (np.ones((1, 1, 1), np.float32), r"'k' of shape \[1, 1, 1\] would broadcast 'x' "
+                                         r"\(rank 2\) to rank 3"),
+        (np.ones((1, 3), np.float32), r"'k' has shape \[1, 3\]; only a single-element"),
+    ],
+    ids=["raises-the-rank", "several-elements"],
+)
+def test_remove_noop_arithmetic_refuses_a_one_that_is_not_a_single_element(constant, reason):
+    model = then_relu(node("Mul", ["x", "k"], ["a"], name="noop"), [2, 3], {"k": constant})
+    result = optimize_only(model, "remove-noop-arithmetic")
+    assert_refused(result, "remove-noop-arithmetic", reason, "noop")
+    assert op_types(result.model)["Mul"] == 1
+    assert_same_outputs(model, result.model)
+
+
+def test_remove_noop_arithmetic_does_not_count_a_real_scale():
+    """x * 0.5 is not a near miss: no report line for every scale in a model."""
+    model = then_relu(node("Mul", ["x", "k"], ["a"], name="scale"), [2, 3], {"k": np.float32(0.5)})
+    result = optimize_only(model, "remove-noop-arithmetic")
+    assert_not_applicable(result, "remove-noop-arithmetic")
+    assert op_types(result.model)["Mul"] == 1
+
+
 def test_remove_noop_arithmetic_keeps_zero_minus_x():
     model = then_relu(node("Sub", ["k", "x"], ["a"], name="neg"), [2, 3], {"k": np.float32(0)})
     result = optimize_only(model, "remove-noop-arithmetic")
-    assert result.report.rules["remove-noop-arithmetic"].matched == 0
+    assert_not_applicable(result, "remove-noop-arithmetic")
     assert op_types(result.model)["Sub"] == 1
+    assert_same_outputs(model, result.model)
 
 
 def test_remove_noop_arithmetic_keeps_a_multiplier_fed_as_graph_input():
     model = then_relu(node("Mul", ["x", "k"], ["a"], name="scale"), [2, 3], inputs={"k": []})
     result = optimize_only(model, "remove-noop-arithmetic")
-    assert result.report.rules["remove-noop-arithmetic"].applied == 0
+    assert_not_applicable(result, "remove-noop-arithmetic")
     assert op_types(result.model)["Mul"] == 1
+
+
+@in_the_pipeline_and_alone
+def test_remove_noop_arithmetic_keeps_a_one_the_caller_can_override(apply):
+    model = then_relu(node("Mul", ["x", "k"], ["a"], name="scale"), [2, 3], {"k": np.float32(1)})
+    expose_as_input(model, "k")
+    result = apply(model, "remove-noop-arithmetic")
+    assert op_types(result.model)["Mul"] == 1
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "k": np.array(3.0, np.float32)})
 
 
 # --- remove-noop-cast --------------------------------------------------------------------------
@@ -220,6 +379,18 @@ def test_remove_noop_expand_keeps_an_expand_to_a_run_time_shape():
     )
     result = optimize_only(model, "remove-noop-expand")
     assert_refused(result, "remove-noop-expand", r"Shape is not a constant", "expand")
+
+
+
+def test_remove_noop_expand_keeps_an_expand_to_a_shape_the_caller_can_override():
+    model = then_relu(
+        node("Expand", ["x", "shape"], ["a"], name="expand"), [1, 3], {"shape": ints(1, 3)}
+    )
+    expose_as_input(model, "shape")
+    result = optimize_only(model, "remove-noop-expand")
+    assert_refused(result, "remove-noop-expand", r"Shape is not a constant", "expand")
+    x = np.random.default_rng(0).standard_normal((1, 3)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "shape": ints(2, 3)})
 
 
 # --- merge-transpose-chain ---------------------------------------------------------------------
@@ -321,6 +492,16 @@ def test_merge_reshape_chain_refuses_a_middle_read_elsewhere():
     assert_refused(result, "merge-reshape-chain", r"consumers outside the pattern", "r2")
 
 
+
+def test_merge_reshape_chain_refuses_a_shape_the_caller_can_override():
+    """Fed [0, -1], the second Reshape copies dim 0 from the first one's output, not from x."""
+    model = expose_as_input(reshape_chain([2, 3, 4], (6, 4), (4, 6)), "s2")
+    result = optimize_only(model, "merge-reshape-chain")
+    assert_refused(result, "merge-reshape-chain", r"Shape is not a constant", "r2")
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "s2": ints(0, -1)})
+
+
 # --- merge-unsqueeze-chain ---------------------------------------------------------------------
 
 
@@ -359,6 +540,15 @@ def test_merge_unsqueeze_chain_refuses_several_axes():
 def test_merge_unsqueeze_chain_refuses_a_middle_read_elsewhere():
     result = optimize_only(unsqueeze_chain((0,), (2,), expose_middle=True), "merge-unsqueeze-chain")
     assert_refused(result, "merge-unsqueeze-chain", r"consumers outside the pattern", "u2")
+
+
+
+def test_merge_unsqueeze_chain_refuses_axes_the_caller_can_override():
+    model = expose_as_input(unsqueeze_chain((0,), (2,)), "a2")
+    result = optimize_only(model, "merge-unsqueeze-chain")
+    assert_refused(result, "merge-unsqueeze-chain", r"Axes are not constant", "u2")
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "a2": ints(0)})
 
 
 # --- fold-pad-into-conv ------------------------------------------------------------------------
@@ -439,6 +629,16 @@ def test_fold_pad_into_conv_refuses(pad, reason):
     assert op_types(result.model)["Pad"] == 1
 
 
+
+def test_fold_pad_into_conv_refuses_pads_the_caller_can_override():
+    model = expose_as_input(pad_conv([0, 0, 1, 1, 0, 0, 1, 1]), "pads")
+    result = optimize_only(model, "fold-pad-into-conv")
+    assert_refused(result, "fold-pad-into-conv", r"pads is not a constant", "conv")
+    assert op_types(result.model)["Pad"] == 1
+    x = np.random.default_rng(0).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "pads": ints(0, 0, 2, 0, 0, 0, 2, 0)})
+
+
 # --- recognize-hardswish -----------------------------------------------------------------------
 
 
@@ -513,3 +713,26 @@ def test_recognize_hardswish_refuses_a_hardsigmoid_with_other_parameters():
     model = hard_sigmoid_times_x(alpha=0.2)
     result = optimize_only(model, "recognize-hardswish")
     assert_refused(result, "recognize-hardswish", r"alpha=0.2.*1/6", "mul")
+
+
+def test_recognize_hardswish_refuses_a_clip_read_elsewhere():
+    model = spelled_out()
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info("clipped", onnx.TensorProto.FLOAT, None)
+    )
+    result = optimize_only(model, "recognize-hardswish")
+    assert_refused(result, "recognize-hardswish", r"consumers outside the pattern", "div")
+    assert op_types(result.model)["Clip"] == 1
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("form", ["hardswish", "hardsigmoid"])
+@in_the_pipeline_and_alone
+def test_recognize_hardswish_refuses_a_bias_the_caller_can_override(form, apply):
+    model = expose_as_input(spelled_out(form=form), "bias")
+    result = apply(model, "recognize-hardswish")
+    assert_refused(
+        result, "recognize-hardswish", r"bias 'bias' is not the scalar constant 3", "div"
+    )
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "bias": np.array(1.0, np.float32)})

@@ -9,20 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
+from onnxscript.rewriter import MatchResult
 
 from edgefuse.optimize import optimize
+from edgefuse.optimize.rules._batchnorm import bn_affine
 from tests.optimize.graphs import (
+    as_float16,
     assert_fired,
     assert_refused,
     assert_same_outputs,
     bn_node,
     bn_params,
+    expose_as_input,
+    in_the_pipeline_and_alone,
+    initializer_array,
     make_model,
     node,
     op_types,
     optimize_only,
     random,
+    random_feeds,
 )
 
 pytestmark = pytest.mark.ort
@@ -82,6 +90,20 @@ def test_fold_bn_into_conv_refuses_weights_shared_with_another_conv():
     assert op_types(result.model)["BatchNormalization"] == 1
 
 
+def test_fold_bn_into_conv_refuses_a_bias_shared_with_another_conv():
+    model = conv_bn_model()
+    model.graph.node.append(node("Conv", ["x", "w2", "b"], ["z"], name="other_conv"))
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(random(np.random.default_rng(9), 3, 2, 1, 1), "w2")
+    )
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-conv")
+    assert_refused(
+        result, "fold-bn-into-conv", r"B 'b' is shared with node 'other_conv' outside", "bn"
+    )
+    assert_same_outputs(model, result.model)
+
+
 def test_fold_bn_into_conv_refuses_a_conv_output_read_elsewhere():
     rng = np.random.default_rng(2)
     model = make_model(
@@ -114,14 +136,15 @@ def test_fold_bn_into_conv_refuses_statistics_fed_as_graph_inputs():
     )
 
 
-def test_fold_bn_into_conv_refuses_an_initializer_the_caller_can_override():
+@in_the_pipeline_and_alone
+def test_fold_bn_into_conv_refuses_an_initializer_the_caller_can_override(apply):
     """An initializer that is also a graph input is a default, not a constant (IR >= 4)."""
     model = conv_bn_model()
     model.graph.input.append(
         onnx.helper.make_tensor_value_info("bn.var", onnx.TensorProto.FLOAT, [3])
     )
     onnx.checker.check_model(model, full_check=True)
-    result = optimize_only(model, "fold-bn-into-conv")
+    result = apply(model, "fold-bn-into-conv")
     assert_refused(
         result, "fold-bn-into-conv", r"input_var 'bn.var' is not constant \(a graph input\)", "bn"
     )
@@ -151,6 +174,21 @@ def set_training_mode(bn: onnx.NodeProto) -> None:
     """Opset 14+: a training-mode BatchNormalization also outputs its running statistics."""
     bn.attribute.append(onnx.helper.make_attribute("training_mode", 1))
     bn.output.extend([f"{bn.name}.running_mean", f"{bn.name}.running_var"])
+
+
+def test_bn_affine_refuses_a_bn_whose_running_statistics_are_read():
+    """The matcher refuses such a BN first (its extra outputs are read outside the pattern); the
+    BN rules' own check is the second line of defence and must hold on its own."""
+    model = conv_bn_model()
+    model.graph.node[1].output.append("bn.running_mean")
+    model.graph.node.append(node("Relu", ["bn.running_mean"], ["z"], name="stats_reader"))
+    bn = next(n for n in ir.serde.deserialize_model(model).graph if n.name == "bn")
+    result = MatchResult()
+    assert bn_affine(result, bn) is None
+    assert result.reason == "BatchNormalization 'bn' exposes its running statistics"
+    del model.graph.node[2]
+    bn = next(n for n in ir.serde.deserialize_model(model).graph if n.name == "bn")
+    assert bn_affine(MatchResult(), bn) is not None
 
 
 # --- fold-bn-into-conv-transpose ---------------------------------------------------------------
@@ -209,6 +247,46 @@ def test_fold_bn_into_conv_transpose_refuses_an_output_read_elsewhere():
     model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
     result = optimize_only(model, "fold-bn-into-conv-transpose")
     assert_refused(result, "fold-bn-into-conv-transpose", r"consumers outside the pattern", "bn")
+
+
+def test_fold_bn_into_conv_transpose_refuses_weights_fed_as_graph_inputs():
+    rng = np.random.default_rng(14)
+    model = make_model(
+        [node("ConvTranspose", ["x", "w"], ["d"], name="deconv"), bn_node("d", "y")],
+        {"x": [1, 2, 4, 4], "w": [2, 3, 3, 3]},
+        ["y"],
+        bn_params(rng, 3),
+    )
+    result = optimize_only(model, "fold-bn-into-conv-transpose")
+    assert_refused(
+        result, "fold-bn-into-conv-transpose", r"W 'w' is not constant \(a graph input\)", "bn"
+    )
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["w", "b", "bn.var"])
+@in_the_pipeline_and_alone
+def test_fold_bn_into_conv_transpose_refuses_a_default_the_caller_can_override(overridable, apply):
+    model = expose_as_input(conv_transpose_bn_model(bias=True, group=1), overridable)
+    result = apply(model, "fold-bn-into-conv-transpose")
+    assert_refused(
+        result,
+        "fold-bn-into-conv-transpose",
+        rf"'{overridable}' is not constant \(a graph input\)",
+        "bn",
+    )
+    feeds = random_feeds(model)
+    feeds[overridable] = 2 * initializer_array(model, overridable)
+    assert_same_outputs(model, result.model, feeds)
+
+
+def test_fold_bn_into_conv_transpose_refuses_weights_shared_with_another_node():
+    model = conv_transpose_bn_model(bias=True, group=1)
+    model.graph.node.append(node("ConvTranspose", ["x", "w"], ["z"], name="twin"))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-conv-transpose")
+    assert_refused(result, "fold-bn-into-conv-transpose", r"W 'w' is shared with node 'twin'", "bn")
+    assert_same_outputs(model, result.model)
 
 
 # --- fold-bn-into-gemm -------------------------------------------------------------------------
@@ -278,6 +356,73 @@ def test_fold_bn_into_gemm_refuses_weights_shared_with_another_gemm():
     assert_refused(result, "fold-bn-into-gemm", r"B 'wb' is shared with node 'other_gemm'", "bn")
 
 
+def test_fold_bn_into_gemm_refuses_a_bias_shared_with_another_node():
+    model = gemm_bn_model(trans_b=0)
+    model.graph.input.append(onnx.helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [4]))
+    model.graph.node.append(node("Add", ["t", "wc"], ["z"], name="bias_reader"))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-gemm")
+    assert_refused(result, "fold-bn-into-gemm", r"C 'wc' is shared with node 'bias_reader'", "bn")
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_bn_into_gemm_refuses_a_gemm_output_read_elsewhere():
+    model = gemm_bn_model(trans_b=1)
+    model.graph.node.append(node("Relu", ["g"], ["z"], name="relu"))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
+    result = optimize_only(model, "fold-bn-into-gemm")
+    assert_refused(result, "fold-bn-into-gemm", r"consumers outside the pattern", "bn")
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize(("role", "name", "shape"), [("B", "wb", [5, 4]), ("C", "wc", [4])])
+def test_fold_bn_into_gemm_refuses_weights_fed_as_graph_inputs(role, name, shape):
+    rng = np.random.default_rng(15)
+    weights = {"wb": random(rng, 5, 4), "wc": random(rng, 4), **bn_params(rng, 4)}
+    del weights[name]
+    model = make_model(
+        [node("Gemm", ["a", "wb", "wc"], ["g"], name="gemm"), bn_node("g", "y")],
+        {"a": [3, 5], name: shape},
+        ["y"],
+        weights,
+    )
+    result = optimize_only(model, "fold-bn-into-gemm")
+    assert_refused(
+        result, "fold-bn-into-gemm", rf"{role} '{name}' is not constant \(a graph input\)", "bn"
+    )
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["wb", "wc", "bn.mean"])
+@in_the_pipeline_and_alone
+def test_fold_bn_into_gemm_refuses_a_default_the_caller_can_override(overridable, apply):
+    model = expose_as_input(gemm_bn_model(trans_b=1), overridable)
+    result = apply(model, "fold-bn-into-gemm")
+    assert_refused(
+        result, "fold-bn-into-gemm", rf"'{overridable}' is not constant \(a graph input\)", "bn"
+    )
+    feeds = random_feeds(model)
+    feeds[overridable] = 2 * initializer_array(model, overridable)
+    assert_same_outputs(model, result.model, feeds)
+
+
+@pytest.mark.parametrize(
+    ("build", "rule_id", "weights"),
+    [
+        (conv_bn_model, "fold-bn-into-conv", "w"),
+        (lambda: conv_transpose_bn_model(bias=True, group=1), "fold-bn-into-conv-transpose", "w"),
+        (lambda: gemm_bn_model(trans_b=0), "fold-bn-into-gemm", "wb"),
+    ],
+    ids=["conv", "conv-transpose", "gemm"],
+)
+def test_bn_folds_refuse_float16_weights(build, rule_id, weights):
+    model = as_float16(build())
+    result = optimize_only(model, rule_id)
+    reason = rf"^'{weights}' is FLOAT16; only float32/float64 are folded$"
+    assert_refused(result, rule_id, reason, "bn")
+    assert_same_outputs(model, result.model)
+
+
 # --- bn-to-affine ------------------------------------------------------------------------------
 
 
@@ -339,6 +484,18 @@ def test_bn_to_affine_refuses_a_variance_fed_as_graph_input():
     assert_refused(
         result, "bn-to-affine", r"input_var 'bn.var' is not constant \(a graph input\)", "bn"
     )
+
+
+@in_the_pipeline_and_alone
+def test_bn_to_affine_refuses_a_variance_the_caller_can_override(apply):
+    model = expose_as_input(relu_bn_model(), "bn.var")
+    result = apply(model, "bn-to-affine")
+    assert_refused(
+        result, "bn-to-affine", r"input_var 'bn.var' is not constant \(a graph input\)", "bn"
+    )
+    feeds = random_feeds(model)
+    feeds["bn.var"] = 2 * initializer_array(model, "bn.var")
+    assert_same_outputs(model, result.model, feeds)
 
 
 def test_bn_to_affine_refuses_an_input_of_unknown_rank():

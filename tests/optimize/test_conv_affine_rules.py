@@ -12,16 +12,21 @@ import onnx
 import pytest
 
 from tests.optimize.graphs import (
+    as_float16,
     assert_fired,
     assert_not_applicable,
     assert_refused,
     assert_same_outputs,
+    expose_as_input,
+    in_the_pipeline_and_alone,
+    initializer_array,
     make_model,
     node,
     op_types,
     optimize_only,
     positive,
     random,
+    random_feeds,
 )
 
 pytestmark = pytest.mark.ort
@@ -59,6 +64,37 @@ def then_conv(op_type: str, constant: np.ndarray, *, x_shape=(1, C_IN, 6, 6), gr
         ["y"],
         {"k": constant, "w": random(rng, C_OUT, C_IN // group, 3, 3), "b": random(rng, C_OUT)},
     )
+
+
+def read_elsewhere(model: onnx.ModelProto, value: str) -> onnx.ModelProto:
+    """Make ``value`` a graph output too: a consumer outside any pattern."""
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info(value, onnx.TensorProto.FLOAT, None)
+    )
+    return model
+
+
+def shared_with_twin(model: onnx.ModelProto, *conv_inputs: str) -> onnx.ModelProto:
+    """A second Conv ("twin", a graph output) that reads ``conv_inputs`` too."""
+    model.graph.node.append(node("Conv", list(conv_inputs), ["z"], name="twin", strides=[2, 2]))
+    return read_elsewhere(model, "z")
+
+
+def weights_as_graph_input(build, op_type: str, constant: np.ndarray) -> onnx.ModelProto:
+    """The model ``build`` makes, with the Conv weights 'w' fed by the caller instead."""
+    model = build(op_type, constant)
+    (w,) = [init for init in model.graph.initializer if init.name == "w"]
+    model.graph.initializer.remove(w)
+    model.graph.input.append(onnx.helper.make_tensor_value_info("w", w.data_type, list(w.dims)))
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def overriding(model: onnx.ModelProto, name: str) -> dict[str, np.ndarray]:
+    """Random feeds that also override the default of ``name`` (twice its value)."""
+    feeds = random_feeds(model)
+    feeds[name] = 2 * initializer_array(model, name) + 1
+    return feeds
 
 
 PER_OUTPUT_CHANNEL = {
@@ -138,6 +174,36 @@ def test_fold_mul_into_conv_refuses_a_conv_output_read_elsewhere():
     assert_refused(result, "fold-mul-into-conv", r"consumers outside the pattern", "after")
 
 
+def test_fold_mul_into_conv_refuses_a_bias_shared_with_another_conv():
+    model = shared_with_twin(conv_then("Mul", PER_OUTPUT_CHANNEL["[1,C,1,1]"]), "x", "w2", "b")
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(random(np.random.default_rng(20), C_OUT, C_IN, 1, 1), "w2")
+    )
+    result = optimize_only(model, "fold-mul-into-conv")
+    assert_refused(result, "fold-mul-into-conv", r"B 'b' is shared with node 'twin'", "after")
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_mul_into_conv_refuses_weights_fed_as_graph_input():
+    model = weights_as_graph_input(conv_then, "Mul", PER_OUTPUT_CHANNEL["[1,C,1,1]"])
+    result = optimize_only(model, "fold-mul-into-conv")
+    assert_refused(
+        result, "fold-mul-into-conv", r"W 'w' is not constant \(a graph input\)", "after"
+    )
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["k", "w", "b"])
+@in_the_pipeline_and_alone
+def test_fold_mul_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
+    model = expose_as_input(conv_then("Mul", PER_OUTPUT_CHANNEL["[1,C,1,1]"]), overridable)
+    result = apply(model, "fold-mul-into-conv")
+    assert_refused(
+        result, "fold-mul-into-conv", rf"'{overridable}' is not constant \(a graph input\)", "after"
+    )
+    assert_same_outputs(model, result.model, overriding(model, overridable))
+
+
 # --- fold-add-into-conv ------------------------------------------------------------------------
 
 
@@ -163,6 +229,41 @@ def test_fold_add_into_conv_refuses_a_bias_shared_with_another_conv():
     model.graph.output.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None))
     result = optimize_only(model, "fold-add-into-conv")
     assert_refused(result, "fold-add-into-conv", r"B 'b' is shared with node 'twin'", "after")
+
+
+def test_fold_add_into_conv_folds_even_when_the_weights_are_shared():
+    """Only the bias is rewritten; the shared weights stay as they are, read by both Convs."""
+    model = shared_with_twin(conv_then("Add", PER_OUTPUT_CHANNEL["[C,1,1]"]), "x", "w")
+    result = optimize_only(model, "fold-add-into-conv")
+    assert_fired(result, "fold-add-into-conv", gone=["Add"])
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_add_into_conv_refuses_a_conv_output_read_elsewhere():
+    model = read_elsewhere(conv_then("Add", PER_OUTPUT_CHANNEL["[1,C,1,1]"]), "c")
+    result = optimize_only(model, "fold-add-into-conv")
+    assert_refused(result, "fold-add-into-conv", r"consumers outside the pattern", "after")
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_add_into_conv_refuses_weights_fed_as_graph_input():
+    model = weights_as_graph_input(conv_then, "Add", PER_OUTPUT_CHANNEL["[1,C,1,1]"])
+    result = optimize_only(model, "fold-add-into-conv")
+    assert_refused(
+        result, "fold-add-into-conv", r"W 'w' is not constant \(a graph input\)", "after"
+    )
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["k", "b"])
+@in_the_pipeline_and_alone
+def test_fold_add_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
+    model = expose_as_input(conv_then("Add", PER_OUTPUT_CHANNEL["[1,C,1,1]"]), overridable)
+    result = apply(model, "fold-add-into-conv")
+    assert_refused(
+        result, "fold-add-into-conv", rf"'{overridable}' is not constant \(a graph input\)", "after"
+    )
+    assert_same_outputs(model, result.model, overriding(model, overridable))
 
 
 def test_fold_add_into_conv_does_not_count_an_addend_computed_at_run_time():
@@ -230,6 +331,58 @@ def test_fold_input_scale_into_conv_refuses_weights_shared_with_another_conv():
     assert_refused(
         result, "fold-input-scale-into-conv", r"W 'w' is shared with node 'twin'", "conv"
     )
+
+
+def test_fold_input_scale_into_conv_folds_even_when_the_bias_is_shared():
+    """Only the weights are rewritten; the shared bias stays as it is, read by both Convs."""
+    model = then_conv("Mul", PER_INPUT_CHANNEL["[1,C,1,1]"])
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(random(np.random.default_rng(21), C_OUT, C_IN, 1, 1), "w2")
+    )
+    model = shared_with_twin(model, "x", "w2", "b")
+    result = optimize_only(model, "fold-input-scale-into-conv")
+    assert_fired(result, "fold-input-scale-into-conv", gone=["Mul"])
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_input_scale_into_conv_refuses_weights_fed_as_graph_input():
+    model = weights_as_graph_input(then_conv, "Mul", PER_INPUT_CHANNEL["[1,C,1,1]"])
+    result = optimize_only(model, "fold-input-scale-into-conv")
+    assert_refused(
+        result, "fold-input-scale-into-conv", r"W 'w' is not constant \(a graph input\)", "conv"
+    )
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["k", "w"])
+@in_the_pipeline_and_alone
+def test_fold_input_scale_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
+    model = expose_as_input(then_conv("Mul", PER_INPUT_CHANNEL["[1,C,1,1]"]), overridable)
+    result = apply(model, "fold-input-scale-into-conv")
+    assert_refused(
+        result,
+        "fold-input-scale-into-conv",
+        rf"'{overridable}' is not constant \(a graph input\)",
+        "conv",
+    )
+    assert_same_outputs(model, result.model, overriding(model, overridable))
+
+
+def test_fold_input_scale_into_conv_does_not_count_a_multiplier_computed_at_run_time():
+    rng = np.random.default_rng(22)
+    model = make_model(
+        [
+            node("Relu", ["t"], ["k"], name="relu"),
+            node("Mul", ["x", "k"], ["m"], name="before"),
+            node("Conv", ["m", "w"], ["y"], name="conv"),
+        ],
+        {"x": [1, C_IN, 6, 6], "t": [1, C_IN, 1, 1]},
+        ["y"],
+        {"w": random(rng, C_OUT, C_IN, 3, 3)},
+    )
+    result = optimize_only(model, "fold-input-scale-into-conv")
+    assert_not_applicable(result, "fold-input-scale-into-conv")
+    assert_same_outputs(model, result.model)
 
 
 # --- fold-input-offset-into-conv ---------------------------------------------------------------
@@ -302,3 +455,64 @@ def test_fold_input_offset_into_conv_refuses_an_offset_fed_as_graph_input():
         r"addend 't' is not constant \(a graph input\)",
         "conv",
     )
+
+
+def test_fold_input_offset_into_conv_refuses_a_bias_shared_with_another_conv():
+    model = then_conv("Add", PER_INPUT_CHANNEL["[1,C,1,1]"])
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(random(np.random.default_rng(23), C_OUT, C_IN, 1, 1), "w2")
+    )
+    model = shared_with_twin(model, "x", "w2", "b")
+    result = optimize_only(model, "fold-input-offset-into-conv")
+    assert_refused(
+        result, "fold-input-offset-into-conv", r"B 'b' is shared with node 'twin'", "conv"
+    )
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_input_offset_into_conv_folds_even_when_the_weights_are_shared():
+    """Only the bias is rewritten; the shared weights stay as they are, read by both Convs."""
+    model = shared_with_twin(then_conv("Add", PER_INPUT_CHANNEL["[1,C,1,1]"]), "x", "w")
+    result = optimize_only(model, "fold-input-offset-into-conv")
+    assert_fired(result, "fold-input-offset-into-conv", gone=["Add"])
+    assert_same_outputs(model, result.model)
+
+
+def test_fold_input_offset_into_conv_refuses_an_offset_input_read_elsewhere():
+    model = read_elsewhere(then_conv("Add", PER_INPUT_CHANNEL["[1,C,1,1]"]), "m")
+    result = optimize_only(model, "fold-input-offset-into-conv")
+    assert_refused(result, "fold-input-offset-into-conv", r"consumers outside the pattern", "conv")
+    assert_same_outputs(model, result.model)
+
+
+@pytest.mark.parametrize("overridable", ["k", "w", "b"])
+@in_the_pipeline_and_alone
+def test_fold_input_offset_into_conv_refuses_a_default_the_caller_can_override(overridable, apply):
+    model = expose_as_input(then_conv("Add", PER_INPUT_CHANNEL["[1,C,1,1]"]), overridable)
+    result = apply(model, "fold-input-offset-into-conv")
+    assert_refused(
+        result,
+        "fold-input-offset-into-conv",
+        rf"'{overridable}' is not constant \(a graph input\)",
+        "conv",
+    )
+    assert_same_outputs(model, result.model, overriding(model, overridable))
+
+
+
+@pytest.mark.parametrize(
+    ("build", "op_type", "rule_id", "root"),
+    [
+        (conv_then, "Mul", "fold-mul-into-conv", "after"),
+        (conv_then, "Add", "fold-add-into-conv", "after"),
+        (then_conv, "Mul", "fold-input-scale-into-conv", "conv"),
+        (then_conv, "Add", "fold-input-offset-into-conv", "conv"),
+    ],
+    ids=["mul", "add", "input-scale", "input-offset"],
+)
+def test_conv_folds_refuse_float16_weights(build, op_type, rule_id, root):
+    constant = np.full((1, C_OUT if build is conv_then else C_IN, 1, 1), 0.5, np.float32)
+    model = as_float16(build(op_type, constant))
+    result = optimize_only(model, rule_id)
+    assert_refused(result, rule_id, r"^'w' is FLOAT16; only float32/float64 are folded$", root)
+    assert_same_outputs(model, result.model)

@@ -11,6 +11,8 @@ from tests.optimize.graphs import (
     assert_not_applicable,
     assert_refused,
     assert_same_outputs,
+    expose_as_input,
+    in_the_pipeline_and_alone,
     make_model,
     node,
     op_types,
@@ -62,3 +64,14 @@ def test_remove_noop_reshape_refuses_a_run_time_shape():
     assert_refused(
         result, "remove-noop-reshape", r"shape 'shape' is not constant \(a graph input\)", "reshape"
     )
+
+
+@in_the_pipeline_and_alone
+def test_remove_noop_reshape_refuses_a_shape_the_caller_can_override(apply):
+    model = expose_as_input(reshape_then_relu([2, 3, 4], [2, -1, 4]), "shape")
+    result = apply(model, "remove-noop-reshape")
+    assert_refused(
+        result, "remove-noop-reshape", r"shape 'shape' is not constant \(a graph input\)", "reshape"
+    )
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    assert_same_outputs(model, result.model, {"x": x, "shape": np.array([4, 3, 2], np.int64)})

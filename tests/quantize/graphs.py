@@ -125,15 +125,18 @@ def large_reduction() -> onnx.ModelProto:
 
 
 def cancellation() -> onnx.ModelProto:
-    """y = ((relu(conv(x)) + 1000) - 1000) * 2: the +1000 costs FP16 all fractional precision.
+    """y = ((relu(conv(x)) + 1024) - 1024) * 2 + t: FP16 loses every fractional bit at the +1024.
 
-    No policy rule and no overflow applies; only the search can find that 'add_big' and
-    'sub_big' must stay FP32.
+    FP16 values in [1024, 2048) are whole numbers, so stored in FP16 the +1024 rounds
+    relu(conv(x)), of order 1, to an integer: an error of up to 0.5, doubled to 1 in y, three
+    orders of magnitude above what storing y itself in FP16 costs (tests/quantize/
+    test_breaking_models.py checks both). No policy rule and no overflow applies; only the search
+    can find that 'add_big' and 'sub_big' must stay FP32.
     """
     rng = np.random.default_rng(3)
     weights = {
         "w": (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32),
-        "big": np.array(1000.0, np.float32),
+        "big": np.array(1024.0, np.float32),
         "two": np.array(2.0, np.float32),
         "t": (rng.standard_normal((1, 4, 8, 8))).astype(np.float32),
     }

@@ -17,7 +17,16 @@ from edgefuse.errors import InputError
 from edgefuse.optimize import optimize
 from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from tests.acl.ops.ops_testing import run_ort
-from tests.optimize.graphs import assert_fired, assert_refused, make_model, node, op_types, random
+from tests.optimize.graphs import (
+    assert_fired,
+    assert_refused,
+    expose_as_input,
+    make_model,
+    node,
+    op_types,
+    random,
+    rewrite_alone,
+)
 
 pytestmark = pytest.mark.ort
 
@@ -98,6 +107,53 @@ def test_a_per_channel_scale_inside_the_sigmoid_is_refused_with_the_reason():
     )
     result = ascend(model, "silu-to-swish")
     assert_refused(result, "silu-to-swish", r"shape \[4, 1, 1\]; only a scalar", "silu")
+
+
+def test_a_sigmoid_read_elsewhere_is_refused_with_the_reason():
+    model = conv_silu([node("Sigmoid", ["c"], ["s"], name="sig"),
+                       node("Mul", ["c", "s"], ["y"], name="silu")])
+    model.graph.output.append(onnx.helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, None))
+    result = ascend(model, "silu-to-swish")
+    assert_refused(result, "silu-to-swish", r"consumers outside the pattern", "silu")
+    assert op_types(result.model)["Sigmoid"] == 1
+    assert_same_numbers(model, result.model)
+
+
+def scaled_silu(**model):
+    """``c * sigmoid(c * k)``; ``k`` as ``model`` says (an initializer, or a graph input)."""
+    return conv_silu(
+        [
+            node("Mul", ["c", "k"], ["t"], name="scale"),
+            node("Sigmoid", ["t"], ["s"], name="sig"),
+            node("Mul", ["c", "s"], ["y"], name="silu"),
+        ],
+        **model,
+    )
+
+
+def test_a_scale_fed_at_run_time_is_refused_with_the_reason():
+    model = scaled_silu(inputs={"k": []})
+    result = ascend(model, "silu-to-swish")
+    assert_refused(result, "silu-to-swish", r"the scale 'k' inside the sigmoid is not constant",
+                   "silu")
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32),
+             "k": np.array(1.702, np.float32)}
+    np.testing.assert_allclose(run_ort(result.model, feeds)[0], run_ort(model, feeds)[0],
+                               rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("apply", [ascend, rewrite_alone], ids=["pipeline", "rule-alone"])
+def test_a_scale_the_caller_can_override_is_refused_with_the_reason(apply):
+    model = expose_as_input(scaled_silu(extra={"k": np.array(1.702, np.float32)}), "k")
+    result = apply(model, "silu-to-swish")
+    assert_refused(result, "silu-to-swish", r"the scale 'k' inside the sigmoid is not constant",
+                   "silu")
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32),
+             "k": np.array(0.5, np.float32)}
+    np.testing.assert_allclose(run_ort(result.model, feeds)[0], run_ort(model, feeds)[0],
+                               rtol=1e-5, atol=2e-6)
 
 
 def test_host_targets_do_not_run_the_ascend_rules():
