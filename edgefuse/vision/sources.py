@@ -467,15 +467,7 @@ def _stream(url: str, stride: int, live: bool | None, reconnect: Reconnect) -> S
 
     if live is False or (live is None and scheme not in STREAM_SCHEMES):
         return CaptureSource(url, opener(), stride=stride)
-    device = opener()
-    fps = device.get(cv2().CAP_PROP_FPS)
-    first = [device]
-
-    def reopen() -> Any:
-        return first.pop() if first else opener()
-
-    return LiveSource(url, reopen, stride=stride, reconnect=reconnect,
-                      fps=float(fps) if fps and fps > 0 else None)
+    return _live(url, opener, stride, reconnect)
 
 
 def _camera(index: int, stride: int, live: bool | None, reconnect: Reconnect,
@@ -493,6 +485,12 @@ def _camera(index: int, stride: int, live: bool | None, reconnect: Reconnect,
     name = f"camera {index}"
     if live is False:
         return CaptureSource(name, opener(), stride=stride)
+    return _live(name, opener, stride, reconnect)
+
+
+def _live(name: str, opener: Callable[[], Any], stride: int, reconnect: Reconnect) -> Source:
+    """A live source on ``opener``'s capture: the first is opened now (a wrong URL or camera
+    fails here), later ones when the source reconnects."""
     device = opener()
     fps = device.get(cv2().CAP_PROP_FPS)
     first = [device]
