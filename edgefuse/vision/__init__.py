@@ -1,0 +1,1 @@
+"""What the camera apps share: sources, pre/post-processing, pipeline, sinks, scene generator."""
