@@ -31,7 +31,7 @@ from edgefuse.models import shapes
 from edgefuse.models._trained import load_trained
 from edgefuse.models.deeplabv3plus import deeplabv3plus_shapes
 from edgefuse.models.yolov8 import yolov8_shapes
-from edgefuse.vision.scenes import CLASSES, SceneGenerator, write_video
+from edgefuse.vision.scenes import CLASSES, SAMPLE_CLIP, SceneGenerator, write_video
 from training.data import HELD_OUT_START, SCENE_SIZES
 from training.fit import (
     Plan,
@@ -42,12 +42,12 @@ from training.fit import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CLIP_FILE = ROOT / "edgefuse" / "vision" / "data" / "shapes_clip.mp4"
-CLIP_SIZE, CLIP_FPS, CLIP_FRAMES, CLIP_INDEX = (240, 320), 25.0, 150, 0
+CLIP_SIZE, CLIP_FPS, CLIP_FRAMES = (240, 320), 25.0, 150
+CLIP_INDEX = 21  # chosen by eye among clips 0..59 of seed 0: eight objects, five classes, texture
 
 DEFAULTS = {  # task: (steps, batch, lr, weight decay, held-out scenes)
-    "detect": (6000, 16, 2e-3, 5e-4, 200),
-    "segment": (3000, 16, 3e-3, 1e-4, 100),
+    "detect": (2400, 16, 2e-3, 5e-4, 200),
+    "segment": (1000, 16, 3e-3, 1e-4, 100),
 }
 
 
@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=1, help="scene-generating processes")
     parser.add_argument("--out", type=Path, default=shapes.WEIGHTS_DIR,
                         help="folder for the weights and shapes.json")
-    parser.add_argument("--clip-out", type=Path, default=CLIP_FILE, help="the sample clip file")
+    parser.add_argument("--clip-out", type=Path, default=SAMPLE_CLIP, help="the sample clip file")
     return parser
 
 
@@ -96,6 +96,7 @@ def _model(task: str, args: argparse.Namespace, command: str) -> None:
     name = shapes.DETECTOR if task == "detect" else shapes.SEGMENTER
     train = train_detector if task == "detect" else train_segmenter
     print(f"{name}: {plan}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     model, wall = train(plan, lambda line: print(line, flush=True))
     weights = args.out / f"{name}.pt"
     _save_fp16(model, weights)
@@ -136,18 +137,21 @@ def _save_fp16(model: torch.nn.Module, path: Path) -> None:
     }
     with atomic_output(path, suffix=".pt") as tmp:
         torch.save(state, tmp)
+    _readable(path)
 
 
 def _clip(args: argparse.Namespace, command: str) -> None:
     generator = SceneGenerator(args.scene_seed, CLIP_SIZE)
+    args.clip_out.parent.mkdir(parents=True, exist_ok=True)
     frames = (item.image for item in generator.clip(CLIP_INDEX, CLIP_FRAMES, CLIP_FPS))
     count = write_video(args.clip_out, frames, CLIP_FPS)
+    _readable(args.clip_out)
     size = args.clip_out.stat().st_size
     print(f"wrote {args.clip_out}: {count} frames, {size} bytes")
     entry = {
-        "file": str(args.clip_out.resolve().relative_to(ROOT))
-        if args.clip_out.resolve().is_relative_to(ROOT) else str(args.clip_out),
+        "file": _package_relative(args.clip_out),
         "bytes": size,
+        "sha256": hashlib.sha256(args.clip_out.read_bytes()).hexdigest(),
         "scene_seed": args.scene_seed,
         "clip_index": CLIP_INDEX,
         "frames": count,
@@ -160,6 +164,13 @@ def _clip(args: argparse.Namespace, command: str) -> None:
                    lambda record: record.__setitem__("clip", entry))
 
 
+def _package_relative(path: Path) -> str:
+    """``path`` relative to the edgefuse package (as installed), or as given outside it."""
+    resolved = path.resolve()
+    package = ROOT / "edgefuse"
+    return str(resolved.relative_to(package)) if resolved.is_relative_to(package) else str(path)
+
+
 def _update_record(path: Path, change) -> None:
     record: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     record["generator"] = {
@@ -170,6 +181,12 @@ def _update_record(path: Path, change) -> None:
     }
     change(record)
     write_text(path, json.dumps(record, indent=2) + "\n")
+    _readable(path)
+
+
+def _readable(path: Path) -> None:
+    """Package data must be readable by everyone (atomic_output's temporary files are 0600)."""
+    path.chmod(0o644)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,9 @@ RADIUS_RANGE = (0.045, 0.19)  # object radius as a fraction of the shorter image
 CLIP_SPEED_RANGE = (0.12, 0.4)  # clip objects move this many shorter sides per second
 CLIP_SPIN = 90.0  # degrees per second, at most
 _STREAM_SCENE, _STREAM_CLIP = 0, 1
+# A few seconds of clip 21 of seed 0 at 320x240, rendered by ``python -m training.shapes --task
+# clip`` (recorded in edgefuse/models/weights/shapes.json): the camera apps' default input.
+SAMPLE_CLIP = Path(__file__).with_name("data") / "shapes_clip.mp4"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +148,7 @@ class SceneGenerator:
         cv2 = _cv2()
         rng = self._rng(index, _STREAM_CLIP)
         background = _background(rng, self.size, cv2)
-        objects = self._place(rng, cv2, count=int(rng.integers(3, 7)))
+        objects = self._place(rng, cv2, count=int(rng.integers(4, 9)))
         short = min(self.size)
         velocities = []
         for _ in objects:
@@ -180,7 +183,6 @@ class SceneGenerator:
         """Objects in draw order, each hiding at most half of any earlier one."""
         if count is None:
             count = 0 if rng.random() < 0.03 else int(rng.integers(1, self.max_objects + 1))
-        height, width = self.size
         instances = np.zeros(self.size, dtype=np.int32)
         objects: list[_Object] = []
         for _ in range(count):

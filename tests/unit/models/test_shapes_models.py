@@ -6,6 +6,7 @@ index), preprocessed by small re-implementations of the recorded preprocessing, 
 the record as much as the weights.
 """
 
+import hashlib
 import json
 
 import numpy as np
@@ -17,7 +18,7 @@ from edgefuse.errors import InputError, ModelLoadError
 from edgefuse.metrics.detect import Detections, average_precision, decode_yolo
 from edgefuse.metrics.segment import mean_iou
 from edgefuse.models import CATALOGUE, get_entry, shapes
-from edgefuse.vision.scenes import CLASSES, SceneGenerator
+from edgefuse.vision.scenes import CLASSES, SAMPLE_CLIP, SceneGenerator
 
 CONTRACT_PREPROCESS_KEYS = {
     "size", "resize", "pad_value", "center", "color", "scale", "mean", "std", "layout", "dtype"
@@ -60,8 +61,9 @@ def test_shipped_files_fit_their_budgets(record):
     assert sum(path.stat().st_size for path in weights) <= 10 * 2**20
     for path in weights:
         assert record["models"][path.stem]["bytes"] == path.stat().st_size
-    clip = shapes.WEIGHTS_DIR.parents[1] / record["clip"]["file"]
-    assert clip.is_file() and clip.stat().st_size <= 3 * 2**20
+    assert record["clip"]["file"] == "vision/data/shapes_clip.mp4"
+    assert SAMPLE_CLIP.is_file() and SAMPLE_CLIP.stat().st_size <= 3 * 2**20
+    assert record["clip"]["sha256"] == hashlib.sha256(SAMPLE_CLIP.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("name", ["shapes_yolov8", "shapes_deeplabv3plus"])
@@ -176,7 +178,11 @@ def test_trained_detector_converts_to_the_yolov8_layout(detector, torch):
     dims = [d.dim_value for d in output.type.tensor_type.shape.dim]
     assert dims == [1, 4 + len(CLASSES), 1344]
     feed = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     (got,) = session.run(None, {"input": feed})
     with torch.no_grad():
         expected = detector(torch.from_numpy(feed)).numpy()
