@@ -9,19 +9,19 @@ input size, Ultralytics' letterbox for detectors, ImageNet normalisation for Dee
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from edgefuse._deps import require_torch
 from edgefuse.convert import convert
 from edgefuse.errors import InputError, Ref
 from edgefuse.models.catalogue import CATALOGUE, VARIANTS, ModelEntry
+from edgefuse.models.shapes import IMAGENET_MEAN, IMAGENET_STD
 from edgefuse.runtime import ModelSource, resolve_source
 from edgefuse.vision.model import app_info_of
 from edgefuse.vision.model_info import AppInfo, Postprocess
 from edgefuse.vision.preprocess import Preprocess
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 _LAYOUT_OF_CATALOGUE = {"yolov3": "yolov5", "yolov5s": "yolov5", "yolov8n": "yolov8"}
 
 
@@ -51,8 +51,15 @@ def resolve_model(spec: str) -> tuple[ModelSource, AppInfo | None]:
 
 
 def catalogue_info(entry: ModelEntry, variant: str) -> AppInfo:
-    """What a catalogue model would carry had it been trained and exported with its app info."""
+    """A trained model's recorded app info (its tiny variant's at the tiny size); for the others,
+    what they would carry had they been trained and exported with their app info."""
     (_, _, height, width), _ = entry.shapes(variant)
+    if entry.app is not None:
+        info = AppInfo.from_dict(entry.app_info(), where=f"the catalogue's {entry.name}")
+        if info.preprocess is None:
+            return info
+        return dataclasses.replace(
+            info, preprocess=dataclasses.replace(info.preprocess, size=(height, width)))
     if entry.task == "segment":
         preprocess = Preprocess(size=(height, width), pad_value=0, mean=IMAGENET_MEAN,
                                 std=IMAGENET_STD)

@@ -1,7 +1,9 @@
 """Built-in models: real architectures with seeded weights, for tests, benchmarks and the demo.
 
 Each factory returns the full-size model in eval mode, so it can be named on the command line:
-``edgefuse convert edgefuse.models:resnet50``. ``CATALOGUE``/``get_entry`` describe every model
+``edgefuse convert edgefuse.models:resnet50``. Two are trained, not seeded: ``shapes_yolov8`` and
+``shapes_deeplabv3plus``, the camera apps' default models (``entry.app_info()`` says how to run
+them). ``CATALOGUE``/``get_entry`` describe every model
 (task, input and output shapes, a ``tiny`` variant for fast tests). Importing this package does not
 import torch; building a model does.
 """
@@ -54,6 +56,16 @@ def yolov8n() -> nn.Module:
     return get_entry("yolov8n").build()
 
 
+def shapes_yolov8() -> nn.Module:
+    """YOLOv8 (width 0.125) trained on generated shapes, 1x3x256x256 -> [1, 10, 1344]."""
+    return get_entry("shapes_yolov8").build()
+
+
+def shapes_deeplabv3plus() -> nn.Module:
+    """DeepLabV3+ (MobileNetV2 x0.35) trained on shapes, 1x3x256x256 -> [1, 7, 256, 256]."""
+    return get_entry("shapes_deeplabv3plus").build()
+
+
 __all__ = [
     "CATALOGUE",
     "ModelEntry",
@@ -62,6 +74,8 @@ __all__ = [
     "get_entry",
     "mobilenetv2",
     "resnet50",
+    "shapes_deeplabv3plus",
+    "shapes_yolov8",
     "yolov3",
     "yolov5s",
     "yolov8n",

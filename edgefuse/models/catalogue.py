@@ -5,6 +5,12 @@ a mobile net, two segmenters, three detector generations) without downloading we
 needs a ``tiny`` miniature with the same operators, heads and output layout so the test-suite can
 push every architecture through every stage in seconds.
 
+Two entries are trained rather than seeded (``shapes_yolov8``, ``shapes_deeplabv3plus``, the camera
+apps' default models, see ``shapes.py``): their full variant loads the shipped weights and ignores
+the seed; their tiny variant is the same architecture on a smaller input with seeded weights, like
+every other tiny variant, so the suite can push them through every stage without reading a file and
+with the tiny variants' promise (seeded, non-trivial BatchNorm statistics) true for every entry.
+
 Importing this module needs no PyTorch (the CLI lists the names on a board without it); ``build``
 imports torch and the model's family module when called.
 """
@@ -13,10 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from edgefuse._deps import require_torch
 from edgefuse.errors import InputError, Ref
+from edgefuse.models import shapes
+from edgefuse.models._trained import load_trained
 
 if TYPE_CHECKING:
     from torch import nn
@@ -37,6 +46,8 @@ class ModelEntry:
     tiny_output_shape: tuple[int, ...]
     output_layout: str
     builder: str  # "edgefuse.models.<family>:<function>"; function(variant) -> nn.Module
+    weights: str | None = None  # trained full variant: a file in edgefuse/models/weights
+    app: Callable[[], dict[str, Any]] | None = None  # trained: its application info
 
     def shapes(self, variant: str = "full") -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(input shape, output shape) of ``variant``."""
@@ -50,6 +61,7 @@ class ModelEntry:
 
         Weights are random but deterministic, with non-trivial BatchNorm statistics and
         activations kept O(1) (see ``edgefuse.models._weights``); the global RNG is untouched.
+        A trained entry's full variant loads its shipped weights instead (``seed`` is unused).
         """
         input_shape, _ = self.shapes(variant)
         require_torch(f"building the catalogue model '{self.name}'")
@@ -58,7 +70,23 @@ class ModelEntry:
 
         module_name, _, function = self.builder.partition(":")
         factory = getattr(importlib.import_module(module_name), function)
+        if variant == "full" and self.weights is not None:
+            return load_trained(factory(variant), shapes.WEIGHTS_DIR / self.weights)
         return build_seeded(lambda: factory(variant), seed=seed, calibration_shape=input_shape)
+
+    def app_info(self) -> dict[str, Any]:
+        """What an app needs to run the trained model: task, classes, pre/postprocess records.
+
+        Stored in an ONNX file as ``metadata_props["edgefuse.app"]`` (a JSON string).
+        """
+        if self.app is None:
+            trained = ", ".join(name for name, entry in CATALOGUE.items() if entry.app)
+            raise InputError(
+                f"the catalogue model '{self.name}' has no application info",
+                hint=f"only the trained models carry one: {trained}",
+                reference=Ref.NO_APP_INFO,
+            )
+        return self.app()
 
 
 def _check_variant(variant: str) -> None:
@@ -146,6 +174,30 @@ CATALOGUE: dict[str, ModelEntry] = {
             tiny_output_shape=(1, 84, _detect_rows(96, 1)),
             output_layout="[1,84,N] xywh(pixels)+80cls, sigmoid scores, strides 8,16,32",
             builder="edgefuse.models.yolov8:yolov8n",
+        ),
+        ModelEntry(
+            name=shapes.DETECTOR,
+            task="detect",
+            input_shape=(1, 3, *shapes.DETECTOR_INPUT),
+            tiny_input_shape=(1, 3, 96, 96),
+            output_shape=(1, 4 + shapes.NUM_CLASSES, _detect_rows(shapes.DETECTOR_INPUT[0], 1)),
+            tiny_output_shape=(1, 4 + shapes.NUM_CLASSES, _detect_rows(96, 1)),
+            output_layout="[1,10,N] xywh(pixels)+6 shape classes, sigmoid scores, strides 8,16,32",
+            builder="edgefuse.models.yolov8:yolov8_shapes",
+            weights="shapes_yolov8.pt",
+            app=shapes.detector_app_info,
+        ),
+        ModelEntry(
+            name=shapes.SEGMENTER,
+            task="segment",
+            input_shape=(1, 3, *shapes.SEGMENTER_INPUT),
+            tiny_input_shape=(1, 3, 128, 128),
+            output_shape=(1, 1 + shapes.NUM_CLASSES, *shapes.SEGMENTER_INPUT),
+            tiny_output_shape=(1, 1 + shapes.NUM_CLASSES, 128, 128),
+            output_layout="[1,7,H,W] logits of background + 6 shape classes at input resolution",
+            builder="edgefuse.models.deeplabv3plus:deeplabv3plus_shapes",
+            weights="shapes_deeplabv3plus.pt",
+            app=shapes.segmenter_app_info,
         ),
     )
 }

@@ -22,6 +22,13 @@ from torch.nn import functional as F
 
 from edgefuse.models.mobilenet import FULL_SETTING, TINY_SETTING, make_divisible
 from edgefuse.models.resnet import ResNet
+from edgefuse.models.shapes import NUM_CLASSES as SHAPE_CLASSES
+from edgefuse.models.shapes import (
+    SEGMENTER_ASPP_CHANNELS,
+    SEGMENTER_PROJECT_CHANNELS,
+    SEGMENTER_RATES,
+    SEGMENTER_WIDTH,
+)
 
 OUTPUT_STRIDE = 16
 ATROUS_RATES = (6, 12, 18)  # VainF's rates for output stride 16
@@ -224,12 +231,30 @@ class DeepLabV3Plus(nn.Module):
 
 def deeplabv3plus_mobilenetv2(variant: str = "full") -> DeepLabV3Plus:
     """VainF's ``deeplabv3plus_mobilenet(output_stride=16)``; tiny: width 0.25, 32-channel ASPP."""
-    tiny = variant == "tiny"
-    if tiny:
-        backbone = MobileNetV2Backbone(TINY_SETTING, width_mult=0.25)
-    else:
-        backbone = MobileNetV2Backbone(FULL_SETTING)
-    return DeepLabV3Plus(backbone, _head(backbone, tiny))
+    if variant == "tiny":
+        return deeplabv3plus_on_mobilenetv2(
+            setting=TINY_SETTING, width_mult=0.25, rates=TINY_ATROUS_RATES, aspp_channels=32,
+            project_channels=8,
+        )
+    return deeplabv3plus_on_mobilenetv2()
+
+
+def deeplabv3plus_on_mobilenetv2(
+    *,
+    num_classes: int = NUM_CLASSES,
+    setting: tuple[tuple[int, int, int, int], ...] = FULL_SETTING,
+    width_mult: float = 1.0,
+    rates: tuple[int, int, int] = ATROUS_RATES,
+    aspp_channels: int = 256,
+    project_channels: int = 48,
+) -> DeepLabV3Plus:
+    """DeepLabV3+ on MobileNetV2 at any width, head width, atrous rates and class count."""
+    backbone = MobileNetV2Backbone(setting, width_mult=width_mult)
+    head = DeepLabHeadV3Plus(
+        backbone.out_channels, backbone.low_level_channels, num_classes, rates,
+        aspp_channels=aspp_channels, project_channels=project_channels,
+    )
+    return DeepLabV3Plus(backbone, head)
 
 
 def deeplabv3plus_resnet50(variant: str = "full") -> DeepLabV3Plus:
@@ -252,4 +277,15 @@ def _head(backbone: nn.Module, tiny: bool) -> DeepLabHeadV3Plus:
         )
     return DeepLabHeadV3Plus(
         backbone.out_channels, backbone.low_level_channels, NUM_CLASSES, ATROUS_RATES
+    )
+
+
+def deeplabv3plus_shapes(variant: str = "full") -> DeepLabV3Plus:
+    """The shapes segmenter's layout (MobileNetV2 x0.35, 64-channel ASPP); tiny is the same."""
+    return deeplabv3plus_on_mobilenetv2(
+        num_classes=SHAPE_CLASSES + 1,
+        width_mult=SEGMENTER_WIDTH,
+        rates=SEGMENTER_RATES,
+        aspp_channels=SEGMENTER_ASPP_CHANNELS,
+        project_channels=SEGMENTER_PROJECT_CHANNELS,
     )

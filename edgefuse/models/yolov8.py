@@ -28,6 +28,8 @@ from edgefuse.models._yolo_blocks import (
     scale_depth,
     upsample,
 )
+from edgefuse.models.shapes import DETECTOR_DEPTH, DETECTOR_WIDTH
+from edgefuse.models.shapes import NUM_CLASSES as SHAPE_CLASSES
 
 STRIDES = (8, 16, 32)
 NUM_CLASSES = 80
@@ -144,7 +146,9 @@ class Detect(nn.Module):
         return torch.cat((dbox, cls.sigmoid()), 1)
 
 
-def _layers(depth: float, width: float) -> list[tuple[int | list[int], nn.Module]]:
+def _layers(
+    depth: float, width: float, num_classes: int
+) -> list[tuple[int | list[int], nn.Module]]:
     """``yolov8.yaml`` with a scale's depth and width applied (max channels 1024)."""
     c1, c2, c3, c4, c5 = (scale_channels(c, width) for c in (64, 128, 256, 512, 1024))
 
@@ -174,12 +178,22 @@ def _layers(depth: float, width: float) -> list[tuple[int | list[int], nn.Module
         (-1, Conv(c4, c4, 3, 2)),
         ([-1, 9], Concat()),  # cat head P5
         (-1, C2f(c4 + c5, c5, n(3))),  # 21 (P5/32 large)
-        ([15, 18, 21], Detect(NUM_CLASSES, (c3, c4, c5))),
+        ([15, 18, 21], Detect(num_classes, (c3, c4, c5))),
     ]
+
+
+def yolov8(*, depth: float, width: float, num_classes: int = NUM_CLASSES) -> LayerGraph:
+    """``yolov8.yaml`` at any depth, width and class count (the output has 4 + C rows)."""
+    return LayerGraph(_layers(depth, width, num_classes))
 
 
 def yolov8n(variant: str = "full") -> LayerGraph:
     """YOLOv8n (depth 0.33, width 0.25); tiny: one repeat per C2f, width 0.125."""
     if variant == "tiny":
-        return LayerGraph(_layers(depth=0.01, width=0.125))
-    return LayerGraph(_layers(depth=0.33, width=0.25))
+        return yolov8(depth=0.01, width=0.125)
+    return yolov8(depth=0.33, width=0.25)
+
+
+def yolov8_shapes(variant: str = "full") -> LayerGraph:
+    """The shapes detector's layout (depth 0.33, width 0.125, 6 classes); tiny is the same."""
+    return yolov8(depth=DETECTOR_DEPTH, width=DETECTOR_WIDTH, num_classes=SHAPE_CLASSES)

@@ -5,6 +5,7 @@ image arithmetic (``preprocess``, ``nms``, ``detect``, ``segment``, ``palette``,
 usable by the stages below the runtime (calibration on images reads ``preprocess``) without
 pulling in sessions and threads:
 
+- scenes to train and test on: ``scenes.SceneGenerator`` (procedural shapes with boxes and masks);
 - frames in: ``sources.open_source`` (camera, file, URL, folder, iterable; live sources keep the
   newest frame, files lose none), ``preprocess.Preprocess`` and the letterbox ``Geometry``;
 - a model: ``detector.Detector``, ``segmenter.Segmenter`` (``.open(model_or_build_dir)``);

@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -122,10 +122,11 @@ class JsonlSink(Sink):
         self._file.commit()
 
 
-class VideoSink(Sink):
-    """The annotated frames as a video; its size is the first frame's (later ones are resized)."""
+class VideoFile:
+    """Frames into a video file under a temporary name, renamed on ``close`` when any arrived.
 
-    needs_image = True
+    Its size is the first frame's (later ones are resized); the codec follows the suffix.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
         suffix = Path(path).suffix.lower()
@@ -135,30 +136,26 @@ class VideoSink(Sink):
                                   "a folder to save images", reference=Ref.BAD_OUTPUT_PATH)
         self._file = _Staged(path, suffix)
         self._codec = VIDEO_CODECS[suffix]
-        self._fps = fps
+        self.fps = fps
         self._writer: Any = None
         self._size: tuple[int, int] | None = None
-        self._frames = 0
+        self.frames = 0
         self._closed = False
 
-    def start(self, *, fps: float | None, describe: Describe) -> None:
-        self._fps = self._fps or fps or DEFAULT_FPS
-
-    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
-        if image is None:
-            return
+    def write(self, image: np.ndarray) -> None:
         if self._writer is None:
             self._size = (image.shape[1], image.shape[0])
             self._writer = cv2().VideoWriter(str(self._file.tmp),
                                              cv2().VideoWriter_fourcc(*self._codec),
-                                             self._fps or DEFAULT_FPS, self._size)
+                                             self.fps or DEFAULT_FPS, self._size)
             if not self._writer.isOpened():
+                self.close()
                 raise InputError(f"OpenCV cannot write {self._codec} video to "
                                  f"'{self._file.path}'", reference=Ref.BAD_OUTPUT_PATH)
         if (image.shape[1], image.shape[0]) != self._size:
             image = cv2().resize(image, self._size, interpolation=cv2().INTER_AREA)
-        self._writer.write(image)
-        self._frames += 1
+        self._writer.write(np.ascontiguousarray(image))
+        self.frames += 1
 
     def close(self) -> None:
         if self._closed:
@@ -166,11 +163,44 @@ class VideoSink(Sink):
         self._closed = True
         if self._writer is not None:
             self._writer.release()
-        if self._frames:
+        if self.frames:
             self._file.commit()
         else:
             self._file.discard()
             log.warning("no frame reached %s; nothing written", self._file.path)
+
+
+def write_video(path: str | os.PathLike[str], frames: Iterable[np.ndarray], fps: float) -> int:
+    """Write BGR uint8 ``frames`` to ``path`` (all or nothing); returns how many were written."""
+    video = VideoFile(path, fps=fps)
+    try:
+        for frame in frames:
+            video.write(frame)
+    finally:
+        video.close()
+    if not video.frames:
+        raise InputError(f"no frames to write to '{path}'", hint="give at least one frame",
+                         reference=Ref.BAD_ARGUMENT)
+    return video.frames
+
+
+class VideoSink(Sink):
+    """The annotated frames as a video (``VideoFile``) at the source's frame rate."""
+
+    needs_image = True
+
+    def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
+        self._video = VideoFile(path, fps=fps)
+
+    def start(self, *, fps: float | None, describe: Describe) -> None:
+        self._video.fps = self._video.fps or fps or DEFAULT_FPS
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        if image is not None:
+            self._video.write(image)
+
+    def close(self) -> None:
+        self._video.close()
 
 
 class ImageFolderSink(Sink):

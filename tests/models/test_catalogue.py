@@ -69,6 +69,8 @@ def test_catalogue_names_and_factories(tiny_models):
             "yolov3",
             "yolov5s",
             "yolov8n",
+            "shapes_yolov8",
+            "shapes_deeplabv3plus",
         ]
     )
     for name, entry in CATALOGUE.items():
@@ -87,6 +89,8 @@ def test_catalogue_names_and_factories(tiny_models):
         ("yolov3", (1, 10647, 85), (1, 3 * (3 * 3 + 6 * 6 + 12 * 12), 85)),
         ("yolov5s", (1, 25200, 85), (1, 3 * (12 * 12 + 6 * 6 + 3 * 3), 85)),
         ("yolov8n", (1, 84, 8400), (1, 84, 12 * 12 + 6 * 6 + 3 * 3)),
+        ("shapes_yolov8", (1, 10, 1344), (1, 10, 12 * 12 + 6 * 6 + 3 * 3)),
+        ("shapes_deeplabv3plus", (1, 7, 256, 256), (1, 7, 128, 128)),
     ],
 )
 def test_declared_output_shapes(name, full_out, tiny_out):
