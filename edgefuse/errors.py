@@ -164,7 +164,6 @@ class Ref(str, enum.Enum):
     BUILD_GATE_FAILED = "build-gate-failed", "a model missed one of its spec's verify gates"
     MODEL_BUILD_FAILED = "model-build-failed", "one or more models of the spec failed to build"
     BAD_SHARD = "bad-shard", "--shard is not K/N with 1 <= K <= N"
-    BUILD_NOT_CACHED = "build-not-cached", "assembling found a model's stages missing from the cache"
     BAD_BUNDLE = "bad-bundle", "a bundle or its MANIFEST.json is malformed"
     BUNDLE_FILE_MODIFIED = "bundle-file-modified", "a bundle file does not match MANIFEST.json"
     UNSAFE_ARCHIVE = "unsafe-archive", "an archive member could write outside the bundle"

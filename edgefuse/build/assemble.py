@@ -73,8 +73,9 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
     folder = f"models/{model.name}"
     compiled = build.entries["compile"]
     for name in sorted(compiled.files):
-        if name.startswith(f"{BUILD_FOLDER}/"):
-            copy_file(compiled.path(name), bundle, f"{folder}/{name.removeprefix(BUILD_FOLDER + '/')}")
+        inner = name.removeprefix(f"{BUILD_FOLDER}/")
+        if inner != name:
+            copy_file(compiled.path(name), bundle, f"{folder}/{inner}")
     golden = build.entries["golden"]
     for name in (GOLDEN_NPZ, GOLDEN_JSON):
         copy_file(golden.path(name), bundle, f"{folder}/{name}")

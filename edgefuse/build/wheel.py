@@ -93,9 +93,9 @@ def build_wheel(output_dir: str | os.PathLike[str], epoch: int) -> Path:
     entries += [
         (f"{info}/METADATA", _metadata_text(meta).encode("utf-8"), 0o644),
         (f"{info}/WHEEL", (f"Wheel-Version: 1.0\nGenerator: edgefuse-build {__version__}\n"
-                           f"Root-Is-Purelib: true\nTag: {TAG}\n").encode("utf-8"), 0o644),
-        (f"{info}/entry_points.txt", f"[console_scripts]\n{scripts}".encode("utf-8"), 0o644),
-        (f"{info}/top_level.txt", f"{DISTRIBUTION}\n".encode("utf-8"), 0o644),
+                           f"Root-Is-Purelib: true\nTag: {TAG}\n").encode(), 0o644),
+        (f"{info}/entry_points.txt", f"[console_scripts]\n{scripts}".encode(), 0o644),
+        (f"{info}/top_level.txt", f"{DISTRIBUTION}\n".encode(), 0o644),
     ]
     record = "".join(f"{name},{_record_hash(data)},{len(data)}\n"
                      for name, data, _ in sorted(entries))
