@@ -116,7 +116,8 @@ def verify_tree(folder: Path) -> dict[str, Any]:
         claimed, actual = manifest_self_digest(text)
         data = json.loads(text)
     except ValueError as exc:
-        raise InputError(f"{manifest_path} is not JSON: {exc}", reference=Ref.BAD_BUNDLE) from exc
+        raise InputError(f"{manifest_path} was modified or damaged: it is not JSON ({exc})",
+                         hint="copy the bundle again", reference=Ref.BUNDLE_FILE_MODIFIED) from exc
     if claimed is None:
         raise InputError(f"{manifest_path} carries no manifest_sha256: damaged or not a bundle",
                          reference=Ref.BAD_BUNDLE)
