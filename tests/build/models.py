@@ -18,7 +18,8 @@ from onnx import TensorProto, numpy_helper
 def _conv(name: str, cin: int, cout: int, rng: np.random.Generator) -> list:
     weight = rng.standard_normal((cout, cin, 3, 3)).astype(np.float32) * 0.3
     bias = rng.standard_normal(cout).astype(np.float32) * 0.1
-    return [numpy_helper.from_array(weight, f"{name}_w"), numpy_helper.from_array(bias, f"{name}_b")]
+    return [numpy_helper.from_array(weight, f"{name}_w"),
+            numpy_helper.from_array(bias, f"{name}_b")]
 
 
 def pixel_head(seed: int = 0, size: int = 16) -> onnx.ModelProto:

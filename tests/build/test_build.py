@@ -20,7 +20,6 @@ from edgefuse.build.builder import build
 from edgefuse.build.bundle import write_bundle_manifest
 from edgefuse.build.bundle_check import verify_bundle
 from edgefuse.build.cache import Cache
-from edgefuse.build.stages import BuildGateError
 from edgefuse.cli.main import main
 from edgefuse.errors import EdgefuseError
 from edgefuse.manifest import file_sha256
