@@ -7,6 +7,7 @@ spec loads into typed records with the defaults filled in.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from edgefuse.build.spec import load_spec
 from edgefuse.build.spec_problems import SpecError
+from edgefuse.cli.main import main
 
 pytestmark = pytest.mark.unit
 
@@ -180,3 +182,19 @@ def test_a_missing_spec_file_is_a_user_error(tmp_path):
     with pytest.raises(Exception, match=r"does not exist") as caught:
         load_spec(tmp_path / "nope.yaml")
     assert caught.value.exit_code == 2
+
+
+def test_the_cli_reports_a_bad_spec_with_exit_2_and_writes_nothing(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(GOOD.replace("restart: always", "restart: allways"), encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["build", str(spec), "-o", str(out), "--cache", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "error[bad-build-spec]" in err and f"{spec}:14:12" in err and "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "c").exists()
+
+
+def test_the_schema_is_printed_for_editors(capsys):
+    assert main(["build", "--schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["properties"]["apiVersion"]["const"] == "edgefuse/v1"
