@@ -19,6 +19,7 @@ import importlib.util
 import json
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,21 @@ def atc_identity() -> str | None:
 
 
 def _convert(model: ModelSpec, scratch: Path) -> dict[str, Any]:
+    """Convert on one PyTorch thread: a catalogue model calibrates its BatchNorm statistics by
+    running the network, and float sums in another thread count give other weights."""
+    needs_torch = model.source_kind != "file" or zipfile.is_zipfile(model.source_file)
+    if not needs_torch:
+        return _convert_on(model, scratch)
+    torch = require_torch(f"converting '{model.source}'")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _convert_on(model, scratch)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _convert_on(model: ModelSpec, scratch: Path) -> dict[str, Any]:
     shapes: Any = model.inputs
     if shapes is not None and None in shapes:
         shapes = shapes[None]
@@ -166,7 +182,6 @@ def _convert(model: ModelSpec, scratch: Path) -> dict[str, Any]:
         entry = CATALOGUE[name]
         if shapes is None:
             shapes = entry.shapes(variant)[0]
-        require_torch(f"building the catalogue model '{model.source}'")
         source: Any = entry.build(variant)
     elif model.source_kind == "factory":
         if str(model.directory) not in sys.path:  # the spec's own modules, as `python -m` does
