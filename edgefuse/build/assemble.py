@@ -77,7 +77,8 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         if inner != name:
             copy_file(compiled.path(name), bundle, f"{folder}/{inner}")
     golden = build.entries["golden"]
-    for name in (GOLDEN_NPZ, GOLDEN_JSON):
+    host_onnx = golden.info["host_onnx"]
+    for name in (GOLDEN_NPZ, GOLDEN_JSON, *([host_onnx] if host_onnx else [])):
         copy_file(golden.path(name), bundle, f"{folder}/{name}")
     copy_file(build.entries["optimize"].path("optimize.json"), bundle,
               f"{folder}/reports/optimize.json")
@@ -109,6 +110,7 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "compiled": compiled_as,
         "om": f"{folder}/{info['om']}" if info["om"] else None,
         "onnx": f"{folder}/{manifest.model}",
+        "host_onnx": f"{folder}/{host_onnx}" if host_onnx else None,
         "soc": manifest.soc,
         "atc": {"argv": info["argv"], "script": f"{folder}/compile.sh", "ran": bool(info["om"])},
         "custom_ops": info["custom_ops"],

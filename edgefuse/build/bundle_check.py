@@ -195,9 +195,9 @@ def verify_bundle(target: str | Path, *, backends: Sequence[str] = ("acl", "cuda
         models = {}
         if run_models:
             for name, model in sorted(manifest.get("models", {}).items()):
-                folder = path / model["folder"]
-                models[name] = check_golden(folder, path / model["golden"], backends,
-                                            model["gates"]["fp16_min_cosine"])
+                host = path / model["host_onnx"] if model.get("host_onnx") else None
+                models[name] = check_golden(path / model["folder"], path / model["golden"],
+                                            backends, model["gates"]["fp16_min_cosine"], host)
         return BundleReport(manifest["bundle"]["id"], len(manifest["files"]), models)
     finally:
         if scratch is not None:

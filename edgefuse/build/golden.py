@@ -6,7 +6,8 @@ once at build time and stores what it saw; ``check_golden`` runs the same inputs
 backend the board offers and reports the agreement. The recording is deliberately plain: an .npz
 with ``input/<name>`` and ``output/<name>`` arrays (deterministic bytes, see ``reproducible``)
 and a JSON with the backend, the soc, the digest of the build's manifest and the edgefuse
-version. It records on the host backend named by the caller (``cpu`` today).
+version. It records on the host backend named by the caller (``cpu`` today). A build with
+edgefuse custom ops is run on the host through the model before compile (``host_onnx``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from edgefuse._version import __version__
 from edgefuse.build.reproducible import save_npz
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import MANIFEST_NAME, file_sha256, read_manifest
+from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs
 from edgefuse.reference.feeds import feed_set
 from edgefuse.runtime import open_session
@@ -35,13 +37,23 @@ GOLDEN_NPZ, GOLDEN_JSON = "golden.npz", "golden.json"
 SAME_BACKEND_MIN_COSINE = 0.99999
 
 
+def _source(build: Path, host_onnx: Path | None) -> ModelSource:
+    """The build, with ``host_onnx`` as the model host backends run when given: a build with
+    edgefuse custom ops keeps them in ATC's spelling, which ONNX Runtime cannot load, while the
+    model before compile carries their decompositions."""
+    source = resolve_source(build)
+    return dataclasses.replace(source, onnx=host_onnx) if host_onnx is not None else source
+
+
 def record_golden(build_dir: str | os.PathLike[str], out_path: str | os.PathLike[str],
-                  backend: str = "cpu", *, seed: int = 0, epoch: int = 0) -> dict[str, Any]:
+                  backend: str = "cpu", *, seed: int = 0, epoch: int = 0,
+                  host_onnx: Path | None = None) -> dict[str, Any]:
     """Run ``build_dir`` on ``backend`` with seeded inputs; write ``out_path`` (.npz) and its
-    JSON twin (same stem, ``.json``); returns the JSON record."""
+    JSON twin (same stem, ``.json``); returns the JSON record. ``host_onnx``: see ``_source``."""
     build = Path(build_dir)
     manifest = read_manifest(build)
-    with open_session(build, backends=(backend,), strict=True, threads=1) as session:
+    with open_session(_source(build, host_onnx), backends=(backend,), strict=True,
+                      threads=1) as session:
         feeds = feed_set(session.inputs, None, seed=seed)[0]
         outputs = session.run(feeds)
         used = session.backend
@@ -103,13 +115,14 @@ def load_golden(npz_path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.nda
 
 
 def check_golden(build_dir: Path, npz_path: Path, backends: Sequence[str],
-                 board_min_cosine: float) -> GoldenCheck:
+                 board_min_cosine: float, host_onnx: Path | None = None) -> GoldenCheck:
     """Run the recorded inputs on the first of ``backends`` that runs here; compare outputs.
 
     The gate is ``SAME_BACKEND_MIN_COSINE`` on the recording's backend, ``board_min_cosine``
     (the model's FP16 gate) on any other."""
     inputs, expected, record = load_golden(npz_path)
-    with open_session(build_dir, backends=tuple(backends), threads=1) as session:
+    with open_session(_source(build_dir, host_onnx), backends=tuple(backends),
+                      threads=1) as session:
         actual = session.run(inputs)
         used = session.backend
     minimum = SAME_BACKEND_MIN_COSINE if used == record["backend"] else board_min_cosine

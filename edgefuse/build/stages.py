@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import shutil
 import sys
 import time
 import zipfile
@@ -51,6 +52,7 @@ from edgefuse.vision.preprocess import Preprocess
 STAGES = ("convert", "optimize", "fp16", "compile", "golden")
 GOLDEN_BACKEND = "cpu"
 MODEL_FILE = "model.onnx"
+HOST_FILE = "host.onnx"  # a custom-op build's model as host backends run it (decompositions)
 BUILD_FOLDER = "build"
 Progress = Callable[[str, str, str, float], None]  # (model, stage, "cached"|"built", seconds)
 
@@ -111,9 +113,10 @@ def build_model(model: ModelSpec, soc: str, cache: Cache, progress: Progress) ->
                                "precision": model.precision["mode"], "aipp": model.aipp,
                                "custom_ops": model.custom_ops, "atc": atc_identity()},
                    lambda scratch: _compile(model, soc, optimized, fp16, app, scratch))
-    run("golden", {"build": compiled.files[f"{BUILD_FOLDER}/manifest.json"],
+    host = optimized.files[MODEL_FILE] if compiled.info["custom_ops"] else None
+    run("golden", {"build": compiled.files[f"{BUILD_FOLDER}/manifest.json"], "host": host,
                    "backend": GOLDEN_BACKEND, "seed": model.verify["seed"]},
-        lambda scratch: _golden(model, compiled, scratch))
+        lambda scratch: _golden(model, compiled, optimized if host else None, scratch))
     return ModelBuild(model.name, entries, cached, seconds, app)
 
 
@@ -251,10 +254,16 @@ def _compile(model: ModelSpec, soc: str, optimized: Entry, fp16: Entry,
             "parity": result.prepared.parity}
 
 
-def _golden(model: ModelSpec, compiled: Entry, scratch: Path) -> dict[str, Any]:
+def _golden(model: ModelSpec, compiled: Entry, host: Entry | None,
+            scratch: Path) -> dict[str, Any]:
+    """The recording; a build with custom ops also keeps the model hosts run (``HOST_FILE``)."""
+    host_onnx = None
+    if host is not None:
+        host_onnx = scratch / HOST_FILE
+        shutil.copyfile(host.path(MODEL_FILE), host_onnx)
     record = record_golden(compiled.path(BUILD_FOLDER), scratch / GOLDEN_NPZ, GOLDEN_BACKEND,
-                           seed=model.verify["seed"], epoch=DEFAULT_EPOCH)
-    return {"backend": record["backend"]}
+                           seed=model.verify["seed"], epoch=DEFAULT_EPOCH, host_onnx=host_onnx)
+    return {"backend": record["backend"], "host_onnx": HOST_FILE if host is not None else None}
 
 
 def _stable_report(report: dict[str, Any]) -> str:

@@ -96,3 +96,19 @@ def write_spec(folder: Path, *, version: str = "1.0.0", fp16_gate: float = 0.999
     spec = folder / "spec.yaml"
     spec.write_text(SPEC.format(version=version, fp16_gate=fp16_gate), encoding="utf-8")
     return spec
+
+
+def silu_head(seed: int = 2, size: int = 16) -> onnx.ModelProto:
+    """[1,3,S,S] -> Conv -> x * Sigmoid(x) -> [1,8,S,S]: optimize for an Ascend soc makes Swish."""
+    rng = np.random.default_rng(seed)
+    inits = _conv("c1", 3, 8, rng)
+    nodes = [
+        oh.make_node("Conv", ["images", "c1_w", "c1_b"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+        oh.make_node("Sigmoid", ["h"], ["s"], name="sig"),
+        oh.make_node("Mul", ["h", "s"], ["features"], name="mul"),
+    ]
+    graph = oh.make_graph(
+        nodes, "silu_head",
+        [oh.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [oh.make_tensor_value_info("features", TensorProto.FLOAT, [1, 8, size, size])], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)

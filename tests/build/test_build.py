@@ -24,7 +24,7 @@ from edgefuse.cli.main import main
 from edgefuse.errors import EdgefuseError
 from edgefuse.manifest import file_sha256
 from edgefuse.reference.onnx_runner import run_onnx
-from tests.build.models import write_spec
+from tests.build.models import silu_head, write_spec
 
 pytestmark = pytest.mark.ort
 
@@ -264,3 +264,42 @@ def test_bundle_verify_fails_a_model_that_no_longer_matches_its_golden(small_bui
     write_bundle_manifest(bundle, record)
     assert main(["bundle", "verify", str(bundle), "--backend", "cpu"]) == 1
     assert "error[golden-mismatch]: cls" in capsys.readouterr().err
+
+
+OPS_SPEC = """\
+apiVersion: edgefuse/v1
+bundle: {name: ops}
+target: {soc: Ascend310B4}
+models:
+  - name: silu
+    source: models/silu.onnx
+    optimize: {target: soc}
+    precision: {keep_fp32: none}
+    verify: {samples: 1}
+app: {kind: segmentation, model: silu}
+"""
+
+
+def _ops_spec(folder):
+    (folder / "models").mkdir(parents=True)
+    onnx.save_model(silu_head(), str(folder / "models/silu.onnx"))
+    (folder / "spec.yaml").write_text(OPS_SPEC)
+    return folder / "spec.yaml"
+
+
+def test_a_model_with_custom_ops_brings_the_op_package_and_its_environment(tmp_path):
+    outcome = build(_ops_spec(tmp_path / "a"), tmp_path / "out", cache_dir=tmp_path / "c",
+                    progress=False)
+    bundle = outcome.bundle_dir
+    manifest = _manifest(bundle)
+    assert manifest["models"]["silu"]["custom_ops"] == {"Swish": 1}
+    assert manifest["custom_ops"]["package"] == "opp/" and (bundle / "opp/build.sh").is_file()
+    assert "ASCEND_CUSTOM_OPP_PATH=/opt/edgefuse/ops/opp/vendors/edgefuse" in (
+        bundle / "env/edgefuse-ops.env").read_text()
+    assert "OPP_VENDOR=edgefuse" in (bundle / "install.sh").read_text()
+    # the prepared ONNX speaks ATC's spelling; hosts check the golden through host.onnx
+    assert manifest["models"]["silu"]["host_onnx"] == "models/silu/host.onnx"
+    assert verify_bundle(outcome.archive, backends=("cpu",)).passed
+    other = build(_ops_spec(tmp_path / "b"), tmp_path / "out2", cache_dir=tmp_path / "c2",
+                  progress=False)
+    assert other.archive_sha256 == outcome.archive_sha256
