@@ -193,11 +193,9 @@ python_env() {
   note "installing $(basename "$wheel") into $venv"
   rm -rf "$venv.new"
   python3 -m venv --system-site-packages "$venv.new"
-  if [ -d "$release/app/wheels" ]; then
-    "$venv.new/bin/pip" install --no-index --find-links "$release/app/wheels" "$wheel"
-  else
-    "$venv.new/bin/pip" install "$wheel"
-  fi
+  # --system-site-packages: the board's numpy/opencv/onnxruntime serve when installed; pip
+  # fetches the rest (set PIP_INDEX_URL / PIP_FIND_LINKS for an offline mirror)
+  "$venv.new/bin/pip" install "$wheel"
   mv -T "$venv.new" "$venv"
 }
 
