@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import math
 import shutil
 import sys
 import time
@@ -54,6 +55,7 @@ GOLDEN_BACKEND = "cpu"
 MODEL_FILE = "model.onnx"
 HOST_FILE = "host.onnx"  # a custom-op build's model as host backends run it (decompositions)
 BUILD_FOLDER = "build"
+FIGURE_DIGITS = 9  # significant digits of the parity figures a build writes (see ``figures``)
 Progress = Callable[[str, str, str, float], None]  # (model, stage, "cached"|"built", seconds)
 
 
@@ -215,8 +217,8 @@ def _optimize(model: ModelSpec, converted: Entry, scratch: Path) -> dict[str, An
     parity = verify(converted.path(MODEL_FILE), scratch / MODEL_FILE,
                     inputs=model.calibration, seed=model.verify["seed"],
                     samples=model.verify["samples"], min_cosine=-1.0)
-    return {"parity": {"outputs": [o.to_json() for o in parity.outputs],
-                       "degenerate": parity.degenerate}}
+    return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
+                               "degenerate": parity.degenerate})}
 
 
 def _fp16(model: ModelSpec, optimized: Entry, scratch: Path) -> dict[str, Any]:
@@ -226,10 +228,11 @@ def _fp16(model: ModelSpec, optimized: Entry, scratch: Path) -> dict[str, Any]:
                       inputs=model.calibration, seed=model.verify["seed"],
                       samples=model.verify["samples"])
     report = result.report
-    figures = {"outputs": [g.to_json() for g in report.gate], "degenerate": report.degenerate}
-    _gate(model.name, "fp16", "FP16 (storage emulated) against FP32", figures, minimum, None)
+    parity = figures({"outputs": [g.to_json() for g in report.gate],
+                      "degenerate": report.degenerate})
+    _gate(model.name, "fp16", "FP16 (storage emulated) against FP32", parity, minimum, None)
     (scratch / "fp16.json").write_text(_stable_report(report.to_json()), encoding="utf-8")
-    return {"parity": figures, "keep_fp32": report.keep_fp32,
+    return {"parity": parity, "keep_fp32": report.keep_fp32,
             "conversion": report.conversion}
 
 
@@ -246,12 +249,13 @@ def _compile(model: ModelSpec, soc: str, optimized: Entry, fp16: Entry,
         custom_ops=model.custom_ops,
     )
     manifest = read_manifest(scratch / BUILD_FOLDER)
+    extra = figures(manifest.extra)
     if app is not None:
-        extra = {**manifest.extra, model_info.MANIFEST_KEY: app}
-        write_manifest(scratch / BUILD_FOLDER, dataclasses.replace(manifest, extra=extra))
+        extra[model_info.MANIFEST_KEY] = app
+    write_manifest(scratch / BUILD_FOLDER, dataclasses.replace(manifest, extra=extra))
     return {"om": result.om_path.name if result.om_path else None, "argv": result.argv,
             "custom_ops": result.custom_ops, "decomposed": result.decomposed,
-            "parity": result.prepared.parity}
+            "parity": figures(result.prepared.parity)}
 
 
 def _golden(model: ModelSpec, compiled: Entry, host: Entry | None,
@@ -268,7 +272,22 @@ def _golden(model: ModelSpec, compiled: Entry, host: Entry | None,
 
 def _stable_report(report: dict[str, Any]) -> str:
     """A stage report without its timings, so that equal inputs give equal bytes."""
-    return json.dumps(_without_timings(report), indent=2, sort_keys=True) + "\n"
+    return json.dumps(figures(_without_timings(report)), indent=2, sort_keys=True) + "\n"
+
+
+def figures(value: Any) -> Any:
+    """``value`` with every float rounded to ``FIGURE_DIGITS`` significant digits.
+
+    Why: a cosine summed by a multi-threaded BLAS differs in its last bits with the thread count,
+    which would make equal builds on different machines (or with other ``--jobs``) write
+    different bytes; nine digits keep every figure a gate reads."""
+    if isinstance(value, float):
+        return float(f"{value:.{FIGURE_DIGITS}g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: figures(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [figures(v) for v in value]
+    return value
 
 
 def _without_timings(value: Any) -> Any:
@@ -283,10 +302,10 @@ def _without_timings(value: Any) -> Any:
 # ---- gates and app info -------------------------------------------------------------------------
 
 
-def _gate(name: str, stage: str, what: str, figures: dict[str, Any], min_cosine: float,
+def _gate(name: str, stage: str, what: str, parity: dict[str, Any], min_cosine: float,
           max_rel_l2: float | None) -> None:
-    degenerate = figures.get("degenerate", {})
-    judged = [o for o in figures["outputs"] if o["name"] not in degenerate]
+    degenerate = parity.get("degenerate", {})
+    judged = [o for o in parity["outputs"] if o["name"] not in degenerate]
     if not judged:
         raise BuildGateError(
             f"model '{name}': the {stage} gate ({what}) is inconclusive: every output is nearly "
