@@ -164,6 +164,17 @@ class Ref(str, enum.Enum):
     BAD_PALETTE = "bad-palette", "a segmentation palette is malformed"
     BAD_CONFIG = "bad-config", "an app's YAML configuration is wrong"
 
+    # --- build and bundles ------------------------------------------------------------------------
+    BAD_BUILD_SPEC = "bad-build-spec", "the build spec (SPEC.yaml) is invalid; every problem listed"
+    BUILD_GATE_FAILED = "build-gate-failed", "a model missed one of its spec's verify gates"
+    MODEL_BUILD_FAILED = "model-build-failed", "one or more models of the spec failed to build"
+    BAD_SHARD = "bad-shard", "--shard is not K/N with 1 <= K <= N"
+    BAD_BUNDLE = "bad-bundle", "a bundle or its MANIFEST.json is malformed"
+    BUNDLE_FILE_MODIFIED = "bundle-file-modified", "a bundle file does not match MANIFEST.json"
+    UNSAFE_ARCHIVE = "unsafe-archive", "an archive member could write outside the bundle"
+    TRUNCATED_ARCHIVE = "truncated-archive", "an archive ends early or is not gzip/tar"
+    GOLDEN_MISMATCH = "golden-mismatch", "a bundled model no longer reproduces its golden outputs"
+
 
 class EdgefuseError(Exception):
     """A problem the user can fix: bad input, a missing dependency, a failing external tool."""

@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("edgefuse.runtime",)),
     ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision")),
     ("apps", ("edgefuse.apps",)),
+    ("build", ("edgefuse.build",)),
     ("cli", ("edgefuse.cli", "edgefuse.__main__")),
     ("api", ("edgefuse",)),
 )

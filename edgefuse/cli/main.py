@@ -25,6 +25,8 @@ COMMANDS: tuple[str, ...] = (
     "optimize",
     "quantize",
     "compile",
+    "build",
+    "bundle",
     "ops",
     "inspect",
     "run",

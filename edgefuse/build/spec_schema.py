@@ -1,0 +1,226 @@
+"""The JSON Schema of the build spec (``SPEC.yaml``), apiVersion ``edgefuse/v1``.
+
+Why a JSON Schema and not hand-written checks: one declarative document says which keys exist,
+their types, ranges and enums; ``jsonschema`` reports every violation at once, and editors can
+use the same schema (``edgefuse build --schema``) to complete and underline a spec as it is
+typed. Every property carries ``examples``: ``spec.py`` turns them into the "write this instead"
+part of each error. Checks a schema cannot express (a file exists, a catalogue name is known, an
+app's model is one of the spec's models) live in ``spec_checks.py``.
+
+Layout (see examples/ for commented specs)::
+
+    apiVersion: edgefuse/v1
+    bundle:   {name, version}
+    target:   {board, soc, cann, cann_home}
+    reproducibility: {source_date_epoch}
+    cache:    {dir}
+    models:   [{name, source, sha256, input | inputs, opset, optimize, precision, verify, aipp,
+                custom_ops, task, classes, preprocess, postprocess}]
+    custom_ops: {package, vendor}
+    app:      {kind, model, source, sinks, backend, config}
+    service:  {name, user, group, restart, restart_sec, environment, supplementary_groups}
+    install:  {prefix}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_VERSION = "edgefuse/v1"
+NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
+_NAME_TEXT = "lower-case letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+_SHAPE = {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 1, "examples": [640]},
+    "minItems": 1,
+    "maxItems": 8,
+    "description": "a static shape, e.g. [1, 3, 640, 640]",
+    "examples": [[1, 3, 640, 640]],
+}
+_COSINE = {"type": "number", "minimum": -1, "maximum": 1, "examples": [0.999]}
+_NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}, "examples": [["a", "b"]]}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = (), **extra: Any) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required),
+            "additionalProperties": False, **extra}
+
+
+_OPTIMIZE = _object({
+    "target": {"type": "string", "minLength": 1, "examples": ["cpu", "Ascend310B4"],
+               "description": "the optimize pipeline: cpu (portable) or an Ascend soc (custom "
+                              "ops; the bundle then carries their package); 'soc' means "
+                              "target.soc"},
+    "only": {**_NAMES, "examples": [["fold-bn-into-conv"]]},
+    "skip": {**_NAMES, "examples": [["fold-bn-into-conv"]]},
+})
+
+_PRECISION = _object({
+    "mode": {"enum": ["force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype",
+                      "allow_mix_precision", "force_fp32"],
+             "examples": ["force_fp16"], "description": "ATC --precision_mode"},
+    "keep_fp32": {"type": ["string", "array"], "items": {"type": "string", "minLength": 1},
+                  "examples": ["auto"],
+                  "description": "auto (policy, overflow and search), none, or node names and "
+                                 "op types"},
+    "keep_io_types": {"type": "boolean", "examples": [False]},
+})
+
+_VERIFY = _object({
+    "optimize_min_cosine": {**_COSINE, "examples": [0.99999],
+                            "description": "gate: optimized FP32 against the converted model"},
+    "fp16_min_cosine": {**_COSINE, "examples": [0.999],
+                        "description": "gate: FP16 (storage emulated) against FP32"},
+    "max_rel_l2": {"type": ["number", "null"], "minimum": 0, "examples": [0.05]},
+    "samples": {"type": "integer", "minimum": 1, "maximum": 64, "examples": [2]},
+    "seed": {"type": "integer", "minimum": 0, "examples": [0]},
+    "calibration": {"type": "string", "minLength": 1, "examples": ["calib/images/"],
+                    "description": "a folder of images or .npz files, or a video, relative to "
+                                   "the spec"},
+})
+
+_AIPP = _object({
+    "input_format": {"enum": ["RGB888_U8", "BGR888_U8", "YUV420SP_U8", "YVU420SP_U8"],
+                     "examples": ["RGB888_U8"]},
+    "source_size": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                    "minItems": 2, "maxItems": 2, "examples": [[640, 640]]},
+    "crop": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0},
+             "minItems": 4, "maxItems": 4, "examples": [[0, 0, 640, 640]]},
+    "model_color": {"enum": ["RGB", "BGR"], "examples": ["RGB"]},
+    "mean": {"type": ["number", "array"], "examples": [[0, 0, 0]]},
+    "std": {"type": ["number", "array", "null"], "examples": [[255, 255, 255]]},
+    "scale": {"type": ["number", "array", "null"], "examples": [[0.00392157]]},
+    "csc": {"type": "string", "examples": ["jpeg"]},
+    "input": {"type": ["string", "null"], "examples": ["images"]},
+}, ("input_format", "source_size"))
+
+_PREPROCESS = _object({
+    "size": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 2,
+             "maxItems": 2, "examples": [[640, 640]]},
+    "resize": {"enum": ["letterbox", "stretch"], "examples": ["letterbox"]},
+    "pad_value": {"type": "integer", "minimum": 0, "maximum": 255, "examples": [114]},
+    "center": {"type": "boolean", "examples": [True]},
+    "color": {"enum": ["RGB", "BGR"], "examples": ["RGB"]},
+    "scale": {"type": "number", "exclusiveMinimum": 0, "examples": [0.00392156862745098]},
+    "mean": {"type": ["number", "array"], "examples": [[0.485, 0.456, 0.406]]},
+    "std": {"type": ["number", "array"], "examples": [[0.229, 0.224, 0.225]]},
+    "layout": {"enum": ["NCHW", "NHWC"], "examples": ["NCHW"]},
+    "dtype": {"enum": ["float32", "float16", "uint8"], "examples": ["float32"]},
+})
+
+_POSTPROCESS = _object({
+    "layout": {"enum": ["yolov8", "yolov5", "yolo_head", "seg_logits", "seg_sigmoid",
+                        "seg_argmax", "logits"], "examples": ["yolov8"]},
+    "conf": {"type": "number", "minimum": 0, "maximum": 1, "examples": [0.25]},
+    "iou": {"type": "number", "minimum": 0, "maximum": 1, "examples": [0.45]},
+    "max_det": {"type": "integer", "minimum": 1, "examples": [300]},
+    "background": {"type": "integer", "minimum": 0, "examples": [0]},
+})
+
+_MODEL = _object({
+    "name": {"type": "string", "pattern": NAME_PATTERN, "examples": ["detector"],
+             "description": f"the model's folder in the bundle: {_NAME_TEXT}"},
+    "source": {"type": "string", "minLength": 1, "examples": ["yolov8n:tiny"],
+               "description": "a catalogue name (name[:tiny]), an .onnx or TorchScript file "
+                              "relative to the spec, or package.module:factory"},
+    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$",
+               "examples": ["<64 hex digits: sha256sum FILE>"],
+               "description": "pins a file source: the build refuses other bytes"},
+    "input": {**_SHAPE, "description": "the shape of the single input"},
+    "inputs": {"type": "object", "additionalProperties": _SHAPE, "minProperties": 1,
+               "examples": [{"images": [1, 3, 640, 640]}]},
+    "opset": {"type": "integer", "minimum": 7, "maximum": 23, "examples": [17]},
+    "optimize": _OPTIMIZE,
+    "precision": _PRECISION,
+    "verify": _VERIFY,
+    "aipp": _AIPP,
+    "custom_ops": {"type": "boolean", "examples": [True],
+                   "description": "false decomposes edgefuse custom ops (no op package needed)"},
+    "task": {"enum": ["detect", "segment", "classify"], "examples": ["detect"]},
+    "classes": {"type": ["array", "string"], "items": {"type": "string"},
+                "examples": [["circle", "square", "triangle"]],
+                "description": "class names, or a text file with one name per line"},
+    "preprocess": _PREPROCESS,
+    "postprocess": _POSTPROCESS,
+}, ("name", "source"))
+
+_APP = _object({
+    "kind": {"enum": ["detection", "segmentation"], "examples": ["detection"]},
+    "model": {"type": "string", "pattern": NAME_PATTERN, "examples": ["detector"],
+              "description": "the name of the spec's model the service runs"},
+    "source": {"type": ["string", "integer"], "examples": [0, "rtsp://camera/stream"],
+               "description": "camera index, video file, stream URL, image folder"},
+    "sinks": _object({
+        "jsonl": {"type": ["string", "null"], "examples": ["/var/lib/edgefuse/out.jsonl"]},
+        "save": {"type": ["string", "null"], "examples": ["/var/lib/edgefuse/frames/"]},
+    }),
+    "backend": {"type": "array", "items": {"enum": ["acl", "tensorrt", "cuda", "cpu"]},
+                "minItems": 1, "examples": [["acl", "cpu"]]},
+    "config": {"type": "object", "examples": [{"conf": 0.3}],
+               "description": "further keys of apps/<kind>/config.yaml"},
+}, ("kind", "model"))
+
+_SERVICE = _object({
+    "name": {"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$",
+             "examples": ["edgefuse-camera"], "description": "the systemd unit's name"},
+    "user": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,31}$",
+             "examples": ["HwHiAiUser"]},
+    "group": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,31}$",
+              "examples": ["HwHiAiUser"]},
+    "supplementary_groups": {"type": "array",
+                             "items": {"type": "string", "pattern": "^[a-z_][a-z0-9_-]{0,31}$"},
+                             "examples": [["video"]]},
+    "restart": {"enum": ["always", "on-failure", "on-abnormal", "on-abort", "no"],
+                "examples": ["always"]},
+    "restart_sec": {"type": "number", "minimum": 0, "maximum": 3600, "examples": [5]},
+    "environment": {"type": "object",
+                    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                    "additionalProperties": {"type": ["string", "number", "boolean"]},
+                    "examples": [{"EDGEFUSE_LOG": "info"}]},
+})
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://edgefuse.dev/schemas/build-spec-v1.json",
+    "title": "edgefuse build spec",
+    **_object({
+        "apiVersion": {"const": API_VERSION, "examples": [API_VERSION]},
+        "bundle": _object({
+            "name": {"type": "string", "pattern": NAME_PATTERN, "examples": ["shapes-camera"],
+                     "description": _NAME_TEXT},
+            "version": {"type": "string", "pattern": "^[0-9A-Za-z][0-9A-Za-z.+_-]{0,62}$",
+                        "examples": ["1.0.0"]},
+        }, ("name",)),
+        "target": _object({
+            "board": {"type": "string", "minLength": 1, "examples": ["atlas-200i-dk-a2"]},
+            "soc": {"type": "string", "minLength": 1, "examples": ["Ascend310B4"]},
+            "cann": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+([.][0-9A-Za-z]+)*$",
+                     "examples": ["7.0.0"], "description": "the CANN version the board runs"},
+            "cann_home": {"type": "string", "pattern": "^/", "examples": [
+                "/usr/local/Ascend/ascend-toolkit/latest"]},
+        }, ("soc",)),
+        "reproducibility": _object({
+            "source_date_epoch": {"type": "integer", "minimum": 315532800,
+                                  "maximum": 4102444800, "examples": [1767225600],
+                                  "description": "fixed mtime of every archive entry "
+                                                 "(SOURCE_DATE_EPOCH overrides it)"},
+        }),
+        "cache": _object({
+            "dir": {"type": "string", "minLength": 1, "examples": [".edgefuse-cache"]},
+        }),
+        "models": {"type": "array", "items": _MODEL, "minItems": 1,
+                   "examples": [[{"name": "detector", "source": "yolov8n:tiny"}]]},
+        "custom_ops": _object({
+            "package": {"enum": ["auto", "always", "never"], "examples": ["auto"]},
+            "vendor": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$",
+                       "examples": ["edgefuse"]},
+        }),
+        "app": _APP,
+        "service": _SERVICE,
+        "install": _object({
+            "prefix": {"type": "string", "pattern": "^/[A-Za-z0-9._/-]*$",
+                       "examples": ["/opt/edgefuse/shapes-camera"]},
+        }),
+    }, ("apiVersion", "bundle", "target", "models")),
+}

@@ -1,0 +1,114 @@
+"""Small ONNX models and specs for the build tests: no PyTorch, a build in a few seconds.
+
+``write_spec`` writes a spec with two ONNX-file models (a 4-class per-pixel head and a
+classifier) and a detection app into a folder; ``tiny_catalogue_spec`` the torch-marked variant
+with the tiny catalogue detector.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+from onnx import TensorProto, numpy_helper
+
+
+def _conv(name: str, cin: int, cout: int, rng: np.random.Generator) -> list:
+    weight = rng.standard_normal((cout, cin, 3, 3)).astype(np.float32) * 0.3
+    bias = rng.standard_normal(cout).astype(np.float32) * 0.1
+    return [numpy_helper.from_array(weight, f"{name}_w"),
+            numpy_helper.from_array(bias, f"{name}_b")]
+
+
+def pixel_head(seed: int = 0, size: int = 16) -> onnx.ModelProto:
+    """[1,3,S,S] -> Conv -> Relu -> Conv -> [1,4,S,S] logits."""
+    rng = np.random.default_rng(seed)
+    inits = _conv("c1", 3, 8, rng) + _conv("c2", 8, 4, rng)
+    nodes = [
+        oh.make_node("Conv", ["images", "c1_w", "c1_b"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+        oh.make_node("Relu", ["h"], ["r"], name="relu"),
+        oh.make_node("Conv", ["r", "c2_w", "c2_b"], ["logits"], name="c2", pads=[1, 1, 1, 1]),
+    ]
+    graph = oh.make_graph(
+        nodes, "pixel_head",
+        [oh.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [oh.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 4, size, size])], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
+
+
+def classifier(seed: int = 1, size: int = 16) -> onnx.ModelProto:
+    """[1,3,S,S] -> Conv -> Relu -> GlobalAveragePool -> Flatten -> [1,8]."""
+    rng = np.random.default_rng(seed)
+    inits = _conv("c1", 3, 8, rng)
+    nodes = [
+        oh.make_node("Conv", ["input", "c1_w", "c1_b"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+        oh.make_node("Relu", ["h"], ["r"], name="relu"),
+        oh.make_node("GlobalAveragePool", ["r"], ["p"], name="pool"),
+        oh.make_node("Flatten", ["p"], ["scores"], name="flat"),
+    ]
+    graph = oh.make_graph(
+        nodes, "classifier",
+        [oh.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+        [oh.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 8])], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
+
+
+SPEC = """\
+apiVersion: edgefuse/v1
+bundle:
+  name: small
+  version: "{version}"
+target:
+  soc: Ascend310B4
+reproducibility:
+  source_date_epoch: 1767225600
+models:
+  - name: seg
+    source: models/seg.onnx
+    task: segment
+    classes: [bg, a, b, c]
+    precision: {{keep_fp32: none}}
+    verify: {{samples: 1, fp16_min_cosine: {fp16_gate}}}
+  - name: cls
+    source: models/cls.onnx
+    task: classify
+    precision: {{keep_fp32: none}}
+    verify: {{samples: 1}}
+app:
+  kind: segmentation
+  model: seg
+  source: 0
+  backend: [acl, cpu]
+service:
+  environment: {{EDGEFUSE_LOG: info}}
+"""
+
+
+def write_spec(folder: Path, *, version: str = "1.0.0", fp16_gate: float = 0.999) -> Path:
+    """The two-model spec and its ONNX files in ``folder``; returns the spec's path."""
+    (folder / "models").mkdir(parents=True, exist_ok=True)
+    for name, model in (("seg", pixel_head()), ("cls", classifier())):
+        path = folder / "models" / f"{name}.onnx"
+        if not path.exists():
+            onnx.save_model(model, str(path))
+    spec = folder / "spec.yaml"
+    spec.write_text(SPEC.format(version=version, fp16_gate=fp16_gate), encoding="utf-8")
+    return spec
+
+
+def silu_head(seed: int = 2, size: int = 16) -> onnx.ModelProto:
+    """[1,3,S,S] -> Conv -> x * Sigmoid(x) -> [1,8,S,S]: optimize for an Ascend soc makes Swish."""
+    rng = np.random.default_rng(seed)
+    inits = _conv("c1", 3, 8, rng)
+    nodes = [
+        oh.make_node("Conv", ["images", "c1_w", "c1_b"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+        oh.make_node("Sigmoid", ["h"], ["s"], name="sig"),
+        oh.make_node("Mul", ["h", "s"], ["features"], name="mul"),
+    ]
+    graph = oh.make_graph(
+        nodes, "silu_head",
+        [oh.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [oh.make_tensor_value_info("features", TensorProto.FLOAT, [1, 8, size, size])], inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
