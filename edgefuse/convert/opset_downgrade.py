@@ -89,10 +89,12 @@ def downgrade(
     constants = _constants(result.graph)
     shapes = _shapes(result.graph)
     new_initializers: list[onnx.TensorProto] = []
+    read_before = _read_names(result.graph)
     for node in _default_domain_nodes(result.graph):
         if node.op_type not in opaque:
             _downgrade_node(node, source, target, constants, shapes, new_initializers)
     result.graph.initializer.extend(new_initializers)
+    _drop_orphaned_initializers(result.graph, read_before)
     for entry in result.opset_import:
         if entry.domain in ("", "ai.onnx"):
             entry.version = target
@@ -102,6 +104,27 @@ def downgrade(
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise DowngradeError(f"the model at opset {target} is not valid: {exc}") from exc
     return result
+
+
+def _read_names(graph: onnx.GraphProto) -> set[str]:
+    """Every name a node of ``graph`` (or of a subgraph) reads, and the graph's outputs."""
+    names = {output.name for output in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attribute in node.attribute:
+            for subgraph in (attribute.g, *attribute.graphs):
+                names.update(_read_names(subgraph))
+    return names
+
+
+def _drop_orphaned_initializers(graph: onnx.GraphProto, read_before: set[str]) -> None:
+    """Initializers the conversion stopped reading (axes moved into attributes): ONNX Runtime
+    warns about each one and ATC carries them as dead weights. Ones nothing read before stay."""
+    read_now = _read_names(graph)
+    kept = [init for init in graph.initializer
+            if init.name in read_now or init.name not in read_before]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
 
 
 def _opaque_set_apart(model: onnx.ModelProto, opaque: Collection[str]) -> onnx.ModelProto:
