@@ -47,12 +47,34 @@ def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[s
 
 
 def overlay(frame: np.ndarray, class_map: np.ndarray, colours: np.ndarray, *,
-            alpha: float = 0.5, background: int | None = 0) -> np.ndarray:
-    """``frame`` with the class map's colours (BGR [N, 3], by class id) blended in."""
+            alpha: float = 0.5, background: int | None = 0, outline: bool = False) -> np.ndarray:
+    """``frame`` with the class map's colours (BGR [N, 3], by class id) blended in.
+
+    ``outline`` draws each region's border in the complement of its colour: a blend is invisible
+    where an object already has its class's palette colour, its border never is.
+    """
     coloured = colours.take(class_map, axis=0, mode="wrap")
     blended = cv2().addWeighted(frame, 1.0 - alpha, coloured, alpha, 0.0)
     if background is None:
-        return blended
-    out = frame.copy()
-    np.copyto(out, blended, where=(class_map != background)[..., np.newaxis])
+        out = blended
+    else:
+        out = frame.copy()
+        np.copyto(out, blended, where=(class_map != background)[..., np.newaxis])
+    if outline:
+        border = _region_borders(class_map)
+        if background is not None:
+            border &= class_map != background
+        out[border] = 255 - coloured[border]
     return out
+
+
+def _region_borders(class_map: np.ndarray) -> np.ndarray:
+    """Pixels whose right, left, lower or upper neighbour has another class."""
+    border = np.zeros(class_map.shape, bool)
+    horizontal = class_map[:, 1:] != class_map[:, :-1]
+    vertical = class_map[1:] != class_map[:-1]
+    border[:, 1:] |= horizontal
+    border[:, :-1] |= horizontal
+    border[1:] |= vertical
+    border[:-1] |= vertical
+    return border

@@ -58,7 +58,7 @@ class Segmenter(VisionModel):
         if self._colours is None or len(self._colours) < result.num_classes:
             self._colours = palette.bgr(palette.palette(self.palette_spec, result.num_classes))
         return overlay(image, result.class_map, self._colours, alpha=self.alpha,
-                       background=self.background)
+                       background=self.background, outline=True)
 
     def describe(self, result: Segmentation) -> dict[str, Any]:
         counts = result.pixel_counts()

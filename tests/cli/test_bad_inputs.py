@@ -316,7 +316,7 @@ CASES = [
          match="does not exist|no such file"),
     case("demo-workdir-is-a-file", "demo", "--workdir", m("model.onnx"),
          match="is a file, not a folder", outputs=("model.onnx",)),
-    case("demo-unknown-model", "demo", "--model", "alexnet", match="invalid choice"),
+    case("demo-frames-zero", "demo", "--max-frames", "0", match="max-frames must be at least 1"),
     case("unknown-verb", "frobnicate", match="invalid choice"),
 ]
 
@@ -407,7 +407,7 @@ PERMISSION_CASES = [
                              "{readonly}/o.npz"], "cannot write"),
     ("verify-unwritable-json", ["verify", "{work}/model.onnx", "{work}/model.onnx", "--json",
                                 "{readonly}/r.json"], "cannot write"),
-    ("demo-unwritable-workdir", ["demo", "--variant", "tiny", "--workdir", "{readonly}/demo"],
+    ("demo-unwritable-workdir", ["demo", "--workdir", "{readonly}/demo"],
      "cannot write"),
 ]
 

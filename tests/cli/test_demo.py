@@ -1,5 +1,11 @@
-"""`edgefuse demo`: the README's first command, on the tiny ResNet-50 so the suite stays fast."""
+"""`edgefuse demo`: the README's first command, on the first frames of the clip so the suite
+stays fast. Its claims are checked here without the demo's own scoring: the optimized model
+against the export on ONNX Runtime, the JSON Lines boxes against the clip's labels by a plain
+IoU match, the frames in the video."""
 
+import contextlib
+import io
+import json
 import re
 from collections import Counter
 
@@ -8,27 +14,79 @@ import onnx
 import pytest
 
 from edgefuse.cli.main import main
+from edgefuse.models import shapes
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
+from edgefuse.vision.scenes import CLASSES, SceneGenerator
 from tests.needs import optional
 
 pytestmark = [pytest.mark.torch, pytest.mark.ort]
 
-optional("torch")
+FRAMES = 8
 
 
-def test_demo_folds_every_batchnorm_of_the_export_and_passes_verify(tmp_path, capsys):
-    assert main(["demo", "--variant", "tiny", "--workdir", str(tmp_path)]) == 0
-    printed = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    optional("torch")
+    cv2 = optional("cv2")
+    workdir = tmp_path_factory.mktemp("demo")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["demo", "--workdir", str(workdir), "--max-frames", str(FRAMES),
+                     "--threads", "1"])
+    return code, printed.getvalue(), workdir, cv2
 
-    exported = onnx.load(tmp_path / "resnet50.export.onnx")
-    optimized = onnx.load(tmp_path / "resnet50.opt.onnx")
-    batchnorms = Counter(n.op_type for n in exported.graph.node)["BatchNormalization"]
-    assert batchnorms > 0  # the export leaves them for the optimizer
+
+def test_demo_passes_its_gates_and_prints_the_summary(demo):
+    code, printed, _, _ = demo
+    assert code == 0
+    assert printed.count("PASSED") >= 4  # parity and FP16 for both models
+    assert re.search(r"AP50 [01]\.\d{3} -> [01]\.\d{3}", printed)
+    assert re.search(r"mIoU [01]\.\d{3} -> [01]\.\d{3}", printed)
+    assert "compile.sh (no ATC here)" in printed
+
+
+def test_optimize_folds_every_batchnorm_of_the_export_and_keeps_its_outputs(demo):
+    _, _, workdir, _ = demo
+    exported = onnx.load(workdir / "shapes_yolov8" / "export.onnx")
+    optimized = onnx.load(workdir / "shapes_yolov8" / "opt.onnx")
+    assert Counter(n.op_type for n in exported.graph.node)["BatchNormalization"] > 0
     assert "BatchNormalization" not in {n.op_type for n in optimized.graph.node}
-    assert re.search(rf"fold-bn-into-conv +{batchnorms} +{batchnorms} +0", printed)
-    assert "PASSED" in printed
-    # The claim behind "PASSED", checked here without edgefuse's verify.
     feeds = random_feeds(input_specs(exported), seed=11)
-    expected, actual = run_onnx(exported, feeds)["output"], run_onnx(optimized, feeds)["output"]
-    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)
+    expected = next(iter(run_onnx(exported, feeds).values()))
+    actual = next(iter(run_onnx(optimized, feeds).values()))
+    np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-3)
+
+
+def test_the_detection_log_finds_the_labelled_objects_of_the_clip(demo):
+    _, _, workdir, _ = demo
+    records = [json.loads(line) for line in (workdir / "detect.jsonl").read_text().splitlines()]
+    assert [r["frame"] for r in records] == list(range(FRAMES))
+    clip = json.loads(shapes.RECORD_FILE.read_text())["clip"]
+    scenes = SceneGenerator(clip["scene_seed"], tuple(clip["size"])).clip(
+        clip["clip_index"], FRAMES, clip["fps"])
+    found = total = 0
+    for scene, frame in zip(scenes, records, strict=True):
+        for box, cls in zip(scene.boxes, scene.classes, strict=True):
+            total += 1
+            found += any(d["class"] == CLASSES[cls] and _iou(box, d["box"]) >= 0.5
+                         for d in frame["detections"])
+    assert total > 0 and found / total >= 0.8
+
+
+def test_the_annotated_videos_hold_every_frame(demo):
+    _, _, workdir, cv2 = demo
+    for name in ("detect.mp4", "segment.mp4"):
+        capture = cv2.VideoCapture(str(workdir / name))
+        assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == FRAMES
+        capture.release()
+    segments = [json.loads(line) for line in (workdir / "segment.jsonl").read_text().splitlines()]
+    assert len(segments) == FRAMES and all(len(r["pixels"]) > 1 for r in segments)
+
+
+def _iou(a, b) -> float:
+    width = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    height = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = width * height
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0

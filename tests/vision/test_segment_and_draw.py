@@ -80,6 +80,23 @@ def test_overlay_blends_only_outside_the_background():
     assert frame[0, 1].tolist() == [100, 100, 100]  # the input is untouched
 
 
+def test_outline_draws_region_borders_in_the_complement_of_their_colour():
+    frame = np.full((4, 6, 3), 100, np.uint8)
+    class_map = np.zeros((4, 6), np.uint8)
+    class_map[1:3, 1:4] = 1  # a 2x3 region: every pixel of it touches the background
+    class_map[:, 5] = 2
+    colours = np.array([[0, 0, 0], [200, 0, 50], [0, 250, 0]], np.uint8)
+    out = overlay(frame, class_map, colours, alpha=0.5, background=0, outline=True)
+    assert out[1, 1].tolist() == [55, 255, 205] and out[2, 3].tolist() == [55, 255, 205]
+    assert out[0, 5].tolist() == [255, 5, 255]  # class 2 borders the background to its left
+    assert out[0, 0].tolist() == [100, 100, 100]  # background borders are not drawn
+    wide = np.zeros((5, 5), np.uint8)
+    wide[1:4, 1:4] = 1
+    inside = overlay(np.full((5, 5, 3), 100, np.uint8), wide, colours, outline=True)
+    assert inside[2, 2].tolist() == [150, 50, 75]  # the interior is blended, not outlined
+    assert inside[1, 2].tolist() == [55, 255, 205]
+
+
 def test_boxes_are_drawn_in_their_class_colour_on_a_copy():
     frame = np.zeros((40, 60, 3), np.uint8)
     detections = Detections(np.array([[10, 20, 50, 35]], np.float32), np.array([0.9]),

@@ -1,0 +1,110 @@
+"""One trained model through the product, as a user's model would go: export -> convert ->
+optimize (+ parity) -> FP16 calibrated on the clip (+ its gate) -> compile for the board.
+
+Why the export is ``torch.onnx.export(dynamo=True, optimize=False)`` and not ``edgefuse
+convert`` of the module: that graph, with every BatchNorm a node, is the kind of ONNX file users
+hand over, and the one the optimizer has work on. The model's application info (classes,
+letterbox, thresholds) is embedded at convert, so every later file and the BUILD_DIR carry it and
+the FP16 step reads the clip through the same preprocessing the apps use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import onnx
+
+from edgefuse._files import save_onnx
+from edgefuse.acl.build.compile import compile_model
+from edgefuse.apps.models import catalogue_info
+from edgefuse.convert import convert
+from edgefuse.convert.torch_export import example_inputs_from_shapes, export_unfused
+from edgefuse.demo.progress import Steps
+from edgefuse.models.catalogue import get_entry
+from edgefuse.optimize import optimize
+from edgefuse.quantize import quantize
+from edgefuse.verify import verify
+from edgefuse.vision import model_info
+
+SOC = "Ascend310B4"  # the Atlas 200I DK A2's chip
+STEPS_PER_MODEL = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedModel:
+    """What the stages made of one model, and the figures each gate measured."""
+
+    name: str
+    task: str
+    nodes: tuple[int, int, int]  # exported, converted, optimized
+    batchnorms_folded: int
+    parity_cosine: float  # optimized FP32 against the export, worst output and frame
+    fp16_cosine: float  # FP16 (storage emulated) against FP32, worst judged output and frame
+    fp16_passed: bool
+    kept_fp32: tuple[str, ...]
+    optimized: Path  # the FP32 model the host backends run
+    build_dir: Path
+    om_built: bool
+
+
+def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> PreparedModel:
+    """Every stage of catalogue model ``name`` into ``workdir/name``, one progress step each."""
+    entry = get_entry(name)
+    info = catalogue_info(entry, "full")
+    folder = workdir / name
+    folder.mkdir(parents=True, exist_ok=True)
+    with steps.step(f"{name}: export as users hand it over (every BatchNorm a node)") as step:
+        exported = export_unfused(entry.build(), example_inputs_from_shapes(
+            {"input": entry.input_shape}), input_names=["input"])
+        save_onnx(exported, folder / "export.onnx")
+        step.say(f"{_count(exported)} -> {folder / 'export.onnx'}")
+    with steps.step(f"{name}: convert, optimize, verify against the export") as step:
+        converted = model_info.embed(convert(exported), info)
+        save_onnx(converted, folder / "model.onnx")
+        result = optimize(converted, output=folder / "opt.onnx",
+                          report_path=folder / "optimize.json")
+        fired = ", ".join(f"{rule_id} x{stats.applied}"
+                          for rule_id, stats in result.report.rules.items() if stats.applied)
+        step.say(f"{_count(converted)} after convert, {_count(result.model)} after optimize "
+                 f"({fired})")
+        step.note("verifying on frames of the clip")
+        parity = verify(folder / "export.onnx", folder / "opt.onnx", inputs=clip,
+                        preprocess=info.preprocess, json_path=folder / "verify.json")
+        step.say(f"parity on {parity.samples} clip frames: worst cosine "
+                 f"{_worst(parity.gated):.6f} ({'PASSED' if parity.passed else 'FAILED'})")
+    with steps.step(f"{name}: FP16, calibrated on frames of the clip") as step:
+        step.note("searching the layers that must stay FP32")
+        fp16 = quantize(folder / "opt.onnx", output=folder / "fp16.onnx", inputs=clip,
+                        report_path=folder / "fp16.json")
+        report = fp16.report
+        kept = tuple(report.keep_fp32["nodes"] + report.keep_fp32["op_types"])
+        step.say(f"gate cosine >= {report.min_cosine}: worst {_worst(report.judged):.6f} "
+                 f"({'PASSED' if report.passed else 'FAILED'}); kept FP32: "
+                 f"{', '.join(kept) or 'nothing'}")
+    with steps.step(f"{name}: compile for {SOC}") as step:
+        build = compile_model(folder / "opt.onnx", SOC, folder / "build", keep_fp32=report.keep,
+                              overwrite=True)
+        step.say(f"OM built: {build.om_path}" if build.om_path else
+                 f"no ATC here: {build.output_dir} holds the prepared model and compile.sh "
+                 "for a CANN host")
+    return PreparedModel(
+        name=name, task=entry.task,
+        nodes=(len(exported.graph.node), len(converted.graph.node), len(result.model.graph.node)),
+        batchnorms_folded=_batchnorms(converted) - _batchnorms(result.model),
+        parity_cosine=_worst(parity.gated), fp16_cosine=_worst(report.judged),
+        fp16_passed=report.passed, kept_fp32=kept, optimized=folder / "opt.onnx",
+        build_dir=build.output_dir, om_built=build.om_path is not None,
+    )
+
+
+def _count(model: onnx.ModelProto) -> str:
+    return f"{len(model.graph.node)} nodes ({_batchnorms(model)} BatchNormalization)"
+
+
+def _batchnorms(model: onnx.ModelProto) -> int:
+    return sum(node.op_type == "BatchNormalization" for node in model.graph.node)
+
+
+def _worst(outputs: list) -> float:
+    return min((o.cosine for o in outputs), default=float("nan"))

@@ -1,0 +1,70 @@
+"""The demo's order of work: both models through every stage, both apps over the clip, the table.
+
+The apps run the compiled builds on the first backend of ``BOARD_BACKENDS`` that can: the board
+itself where pyACL is, else the host simulator of the board (FP16 storage as the build's
+precision record says), so the FP16 figures are the board's numerics; the FP32 model runs on the
+CPU beside it as the reference. Exit code 1 when a gate failed, as ``verify`` does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from edgefuse.demo.clip_runs import ClipRun, run_on_clip
+from edgefuse.demo.clip_truth import clip_scenes, detection_ap50, segmentation_miou
+from edgefuse.demo.model_stages import STEPS_PER_MODEL, prepare_model
+from edgefuse.demo.progress import Steps
+from edgefuse.demo.summary import ModelOutcome, render
+from edgefuse.models.shapes import DETECTOR, SEGMENTER
+from edgefuse.vision.detector import Detector
+from edgefuse.vision.scenes import SAMPLE_CLIP
+from edgefuse.vision.segmenter import Segmenter
+
+BOARD_BACKENDS = ("acl", "cpu")
+APPS = ((DETECTOR, Detector, "detect"), (SEGMENTER, Segmenter, "segment"))
+STEPS = len(APPS) * (STEPS_PER_MODEL + 2) + 1
+
+
+def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | None = None,
+             steps: Steps | None = None) -> int:
+    """Everything into ``workdir``; prints the steps and the table; returns the exit code.
+    ``max_frames``: the apps (and the scores) take the first frames of the clip only."""
+    steps = steps or Steps(STEPS)
+    prepared = [prepare_model(name, SAMPLE_CLIP, workdir, steps) for name, _, _ in APPS]
+    with steps.step("render the clip's ground truth again from its seed") as step:
+        truth = clip_scenes()[:max_frames]
+        step.say(f"{len(truth)} frames, {sum(len(s.boxes) for s in truth)} labelled objects")
+    outcomes = []
+    for model, (name, kind, app) in zip(prepared, APPS, strict=True):
+        video, jsonl = workdir / f"{app}.mp4", workdir / f"{app}.jsonl"
+        with steps.step(f"{app} app over the clip on the {name} build") as step:
+            board = run_on_clip(kind, model.build_dir, SAMPLE_CLIP, BOARD_BACKENDS, save=video,
+                                jsonl=jsonl, threads=threads, max_frames=max_frames,
+                                progress=_ticker(step))
+            step.say(f"{board.stats.frames} frames on {board.backend}: "
+                     f"{board.stats.mean_fps:.0f} fps -> {video}, {jsonl}")
+        with steps.step(f"{name}: FP32 on the CPU as the reference, both scored") as step:
+            reference = run_on_clip(kind, model.optimized, SAMPLE_CLIP, ("cpu",),
+                                    threads=threads, max_frames=max_frames,
+                                    progress=_ticker(step))
+            metric, fp32, fp16 = _scores(kind, reference, board, truth)
+            step.say(f"{metric}: FP32 {fp32:.3f}, FP16 build {fp16:.3f}")
+        outcomes.append(ModelOutcome(model, board, reference, metric, fp32, fp16,
+                                     (video, jsonl)))
+    print()
+    print(render(outcomes))
+    return 0 if all(o.prepared.fp16_passed for o in outcomes) else 1
+
+
+def _scores(kind: type, reference: ClipRun, board: ClipRun, truth: list) -> tuple[str, float,
+                                                                                   float]:
+    if kind is Detector:
+        return ("AP50", detection_ap50(reference.results, truth),
+                detection_ap50(board.results, truth))
+    classes = reference.results[0].num_classes
+    return ("mIoU", segmentation_miou(reference.results, truth, classes),
+            segmentation_miou(board.results, truth, classes))
+
+
+def _ticker(step):
+    return lambda snapshot: step.note(f"{snapshot.frames} frames, {snapshot.fps:.0f} fps")

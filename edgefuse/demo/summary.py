@@ -1,0 +1,52 @@
+"""The demo's closing table: one column per model, one row per figure a user asks about."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from edgefuse.demo.clip_runs import ClipRun
+from edgefuse.demo.model_stages import PreparedModel
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOutcome:
+    """A prepared model, its app run on the board's numerics and its FP32 reference run."""
+
+    prepared: PreparedModel
+    board_run: ClipRun
+    reference_run: ClipRun
+    metric: str  # "AP50" or "mIoU"
+    fp32_score: float
+    fp16_score: float
+    files: tuple[Path, ...]
+
+
+def render(outcomes: list[ModelOutcome]) -> str:
+    rows = [
+        ("", [f"{o.prepared.name} ({o.prepared.task})" for o in outcomes]),
+        ("nodes: export / convert / optimize", ["{} / {} / {}".format(*o.prepared.nodes)
+                                                for o in outcomes]),
+        ("BatchNorm folded", [str(o.prepared.batchnorms_folded) for o in outcomes]),
+        ("parity: optimized vs export (cosine)", [f"{o.prepared.parity_cosine:.6f}"
+                                                  for o in outcomes]),
+        ("FP16 gate (cosine, clip frames)", [
+            f"{o.prepared.fp16_cosine:.5f} {'PASSED' if o.prepared.fp16_passed else 'FAILED'}"
+            for o in outcomes]),
+        ("kept FP32", [", ".join(o.prepared.kept_fp32) or "nothing" for o in outcomes]),
+        ("on the clip's ground truth: FP32 -> FP16", [
+            f"{o.metric} {o.fp32_score:.3f} -> {o.fp16_score:.3f}" for o in outcomes]),
+        ("app fps (model-only ceiling)", [
+            f"{o.board_run.stats.mean_fps:.0f} ({o.board_run.model_only_fps:.0f}) on "
+            f"{o.board_run.backend}" for o in outcomes]),
+        ("board build", ["OM" if o.prepared.om_built else "compile.sh (no ATC here)"
+                         for o in outcomes]),
+    ]
+    label_width = max(len(label) for label, _ in rows)
+    widths = [max(len(values[i]) for _, values in rows) for i in range(len(outcomes))]
+    lines = []
+    for label, values in rows:
+        cells = "   ".join(value.ljust(width) for value, width in zip(values, widths, strict=True))
+        lines.append(f"{label.ljust(label_width)}   {cells}".rstrip())
+    files = [str(path) for o in outcomes for path in o.files]
+    return "\n".join([*lines, "", "wrote " + ", ".join(files)])
