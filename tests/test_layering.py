@@ -27,7 +27,7 @@ PACKAGE = ROOT / "edgefuse"
 # Ascend knowledge the stages consult, acl/build/{prepare,compile} is the compile stage,
 # acl/session + fallback/ are the backends that runtime dispatches to, vision's image arithmetic
 # sits with the contracts while its sessions, sources, sinks and pipeline sit above the runtime,
-# and the apps are programs over all of it.
+# and the apps and the demo are programs over all of it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaf", ("edgefuse._version", "edgefuse.errors", "edgefuse._deps", "edgefuse._files",
               "edgefuse._graph_walk", "edgefuse._ort", "edgefuse._quiet", "edgefuse._checks")),
@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends", ("edgefuse.acl.session", "edgefuse.acl.resources", "edgefuse.fallback")),
     ("runtime", ("edgefuse.runtime",)),
     ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision")),
-    ("apps", ("edgefuse.apps",)),
+    ("apps", ("edgefuse.apps", "edgefuse.demo")),
     ("build", ("edgefuse.build",)),
     ("cli", ("edgefuse.cli", "edgefuse.__main__")),
     ("api", ("edgefuse",)),
