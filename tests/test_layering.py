@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("compile", ("edgefuse.acl.build.prepare", "edgefuse.acl.build.compile")),
     ("backends", ("edgefuse.acl.session", "edgefuse.acl.resources", "edgefuse.fallback")),
     ("runtime", ("edgefuse.runtime",)),
-    ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision")),
+    ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision", "edgefuse.goldens")),
     ("apps", ("edgefuse.apps",)),
     ("cli", ("edgefuse.cli", "edgefuse.__main__")),
     ("api", ("edgefuse",)),
