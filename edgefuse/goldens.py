@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from edgefuse._checks import non_negative_number, number_in
 from edgefuse._version import __version__
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import MANIFEST_NAME
@@ -128,12 +129,17 @@ class ReplayResult:
                 **self.result.to_json()}
 
 
+def replay_inputs(recording: Recording, session: Session) -> list[dict[str, np.ndarray]]:
+    """``session``'s outputs on each recorded sample's inputs."""
+    return [session.run(inputs) for inputs in recording.inputs]
+
+
 def replay(recording: Recording | str | os.PathLike[str], session: Session, *,
            gate: Gate | None = None, model: Model | None = None) -> ReplayResult:
     """Run ``session`` on the recorded inputs and compare its outputs with the recorded ones."""
     recording = load_recording(recording)
     gate = gate or default_gate(recording, session.backend)
-    produced = [session.run(inputs) for inputs in recording.inputs]
+    produced = replay_inputs(recording, session)
     outputs = compare_outputs(recording.outputs, produced, gate)
     result = VerifyResult(outputs, gate.min_cosine, gate.max_rel_l2, None,
                           samples=len(produced), degenerate=degenerate_outputs(recording.outputs))
@@ -152,6 +158,10 @@ def check_against(recording: Recording | str | os.PathLike[str], model: Model,
                   **options: Any) -> ReplayResult:
     """Open ``model`` on ``backends`` (``open_session``'s rules and ``options``) and replay the
     recording on it."""
+    if min_cosine is not None:
+        min_cosine = number_in("min_cosine", min_cosine, -1.0, 1.0)
+    if max_rel_l2 is not None:
+        max_rel_l2 = non_negative_number("max_rel_l2", max_rel_l2)
     recording = load_recording(recording)
     source = resolve_source(model)
     with open_session(source, backends, strict=strict, **options) as session:

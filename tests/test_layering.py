@@ -50,7 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends", ("edgefuse.acl.session", "edgefuse.acl.resources", "edgefuse.fallback")),
     ("runtime", ("edgefuse.runtime",)),
     ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision", "edgefuse.goldens")),
-    ("apps", ("edgefuse.apps",)),
+    ("apps", ("edgefuse.apps", "edgefuse.testing")),
     ("cli", ("edgefuse.cli", "edgefuse.__main__")),
     ("api", ("edgefuse",)),
 )

@@ -28,12 +28,17 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import onnx
 
 from edgefuse.acl.build.precision import CUBE_OPS
-from edgefuse.reference.fp16 import fp16_storage_model, has_fp16, tensor_types
+from edgefuse.reference.compare import Agreement
+from edgefuse.reference.fp16 import FP16_MAX, fp16_storage_model, has_fp16, tensor_types
 
 DEFAULT_MODE = "force_fp16"  # what compile writes when nothing is said, and ATC's own default
+# How far two FP16 emulations of one model may drift apart (see ``within_prediction``).
+PREDICTION_ULPS = 2
+PREDICTION_COSINE_SLACK = 1.5
 
 _NOTES = {
     "force_fp16": "force_fp16: every float tensor stored in FP16 but {kept}",
@@ -122,3 +127,19 @@ def name_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
             node.name = candidate
             taken.add(candidate)
     return named
+
+
+def within_prediction(measured: Agreement, predicted: Agreement, largest: float) -> bool:
+    """Whether the sim's error against the FP32 host (``measured``) is no more than the FP16
+    stage predicted for the build (``predicted``, quantize's report on the same inputs).
+
+    Both are FP16 storage emulations, but of two spellings of the model (the build's ONNX was
+    re-spelled for ATC, and ONNX Runtime fuses the sim's graph) whose FP32 arithmetic differs in
+    the last bits; where a value sits on an FP16 rounding boundary the two round it one FP16 step
+    apart. So the max abs error may exceed the prediction by ``PREDICTION_ULPS`` FP16 steps at the
+    output's ``largest`` magnitude, and the cosine deficit (1 - cosine) by a factor of
+    ``PREDICTION_COSINE_SLACK``; anything more is a difference of the simulation's own.
+    """
+    step = float(np.spacing(np.float16(min(abs(largest), FP16_MAX))))
+    return (measured.max_abs_error <= predicted.max_abs_error + PREDICTION_ULPS * step
+            and 1 - measured.cosine <= PREDICTION_COSINE_SLACK * (1 - predicted.cosine) + 1e-12)

@@ -56,8 +56,8 @@ def probe_sim(source: ModelSource | None = None) -> Availability:
         return Availability(False, f"the simulation runs on ONNX Runtime: {found.reason}")
     if source is not None and (source.manifest is None or source.onnx is None):
         return Availability(False, _not_a_build(source.label))
-    return Availability(True, f"simulates the {DEFAULT_SIM_SOC} board by default (soc=, memory= "
-                              "to change) on onnxruntime CPU")
+    return Availability(True, f"simulates {sim_target().describe()} by default (options soc, "
+                              "memory; --sim-soc, --sim-memory) on onnxruntime CPU")
 
 
 class SimSession(Session):

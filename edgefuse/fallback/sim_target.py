@@ -41,9 +41,11 @@ NOT_SIMULATED: tuple[str, ...] = (
     "exact kernel arithmetic: FP16 is emulated as storage (every FP16 tensor rounded, math in "
     "FP32); the board's vector ops compute in FP16, its Exp/Sigmoid/Div approximate, and ATC's "
     "fusions skip some roundings, so outputs differ from the board's by about one FP16 rounding",
-    "precision modes other than force_fp16, allow_fp32_to_fp16 and must_keep_origin_dtype: "
-    "allow_mix_precision's built-in lists and cube_fp16in_fp32out/force_fp32's FP16 cube inputs "
-    "are approximated (the session's `numerics` note says how)",
+    "precision modes other than force_fp16 (the default) and must_keep_origin_dtype: "
+    "allow_fp32_to_fp16 runs Conv/ConvTranspose/Gemm/MatMul in FP16 and the rest in FP32, "
+    "allow_mix_precision is force_fp16 with the kept nodes (ATC's built-in lists are not known), "
+    "force_fp32/cube_fp16in_fp32out run in FP32 (the Cube's FP16 inputs are not rounded); the "
+    "session's `numerics.note` says which applies",
     "memory: the footprint is an estimate (weights + peak activations in graph order + I/O "
     "buffers); ATC's memory planner, workspaces and the OS's share of the board differ",
     "the CANN version: an OM is tied to the CANN that built it; the simulation loads any build",
