@@ -40,7 +40,8 @@ NOT_SIMULATED: tuple[str, ...] = (
     "(see `edgefuse inspect --target SOC` and the build's op_support.json)",
     "exact kernel arithmetic: FP16 is emulated as storage (every FP16 tensor rounded, math in "
     "FP32); the board's vector ops compute in FP16, its Exp/Sigmoid/Div approximate, and ATC's "
-    "fusions skip some roundings, so outputs differ from the board's by about one FP16 rounding",
+    "fusions skip some roundings; how far the board's outputs are from the simulation's is "
+    "measured on a board (record goldens there: `edgefuse run --record`)",
     "precision modes other than force_fp16 (the default) and must_keep_origin_dtype: "
     "allow_fp32_to_fp16 runs Conv/ConvTranspose/Gemm/MatMul in FP16 and the rest in FP32, "
     "allow_mix_precision is force_fp16 with the kept nodes (ATC's built-in lists are not known), "

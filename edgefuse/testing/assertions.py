@@ -7,8 +7,9 @@ model with one tolerance (logits of 30 and of 0.01 round differently), and "Mism
 the ones edgefuse's own stages use (reference apps-and-pipelines.md §3.4): an output passes when
 its cosine similarity to the reference is at least ``min_cosine`` and its largest absolute error
 at most ``max_abs_error`` -- by default 1e-2 x max|reference| with FP16 numerics (a board, the
-``sim`` backend, or FP16 arrays), 1e-4 x max|reference| otherwise; cosine 0.999 and 0.99999. A
-failure names the output and sample, the worst element's index with both values, and the gate.
+``sim`` backend, or FP16 arrays), 1e-4 x max|reference| otherwise; cosine 0.999 and 0.99999.
+Integer outputs (class ids, counts) must be equal. A failure names the output and sample, the
+worst element's index with both values, and the gate.
 
 Detections match when every reference box has a box of the same class at IoU >= ``iou`` and no
 box is left over (greedy by score, like COCO matching); masks when their mean IoU reaches
@@ -113,19 +114,20 @@ def assert_outputs_close(
 def _output_problem(got: np.ndarray, want: np.ndarray, gate: OutputGate) -> str | None:
     if got.shape != want.shape:
         return f"shape {list(got.shape)}, expected {list(want.shape)}"
-    if not (np.issubdtype(want.dtype, np.number) and np.issubdtype(got.dtype, np.number)):
+    if not (np.issubdtype(want.dtype, np.floating) and np.issubdtype(got.dtype, np.floating)):
+        # class ids, counts, masks: exact, as the board gives them
         differing = np.argwhere(got != want)
         if not len(differing):
             return None
         at = tuple(differing[0])
-        return f"{len(differing)} element(s) differ, the first at {_index(at)}: {got[at]!r}, " \
-               f"expected {want[at]!r}"
+        return (f"{len(differing)} element(s) differ, the first at {_index(at)}: "
+                f"{got[at].item()!r}, expected {want[at].item()!r}")
     a, b = got.astype(np.float64), want.astype(np.float64)
     bad = (~np.isfinite(a) | ~np.isfinite(b)) & (a != b)  # NaN never agrees, itself included
     if bad.any():
         at = tuple(np.argwhere(bad)[0])
         return (f"{int(bad.sum())} NaN or infinite value(s) without agreement, the first at "
-                f"{_index(at)}: actual {a[at]!r}, expected {b[at]!r}")
+                f"{_index(at)}: actual {float(a[at]):.6g}, expected {float(b[at]):.6g}")
     cosine, max_abs, _ = compare_arrays(b, a)
     limit = gate.limit(b)
     failures = []

@@ -4,6 +4,8 @@ footprint computed by hand, custom ops, and sim staying opt-in."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -388,7 +390,11 @@ def test_sim_needs_a_build(tmp_path):
         open_session(path, backends="sim")
 
 
-def test_the_limits_are_listed():
+def test_the_limits_are_listed_in_the_docs_as_in_the_code():
     text = "\n".join(NOT_SIMULATED)
     for limit in ("speed", "AI Core vs AI CPU placement", "exact kernel arithmetic"):
         assert limit in text
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "sim.md").read_text(encoding="utf-8")
+    listed = docs.split("## What it does not simulate", 1)[1].split("\n## ", 1)[0]
+    assert [line[2:] for line in listed.splitlines() if line.startswith("- ")] == \
+        list(NOT_SIMULATED)
