@@ -32,6 +32,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import onnx
 
 from edgefuse.acl.build.prepare import host_runnable
 from edgefuse.acl.gears import OmGears, gears_from_manifest, select_gear
@@ -88,6 +89,7 @@ class SimSession(Session):
         self.gears, self._gear_axes = gears_from_manifest(manifest.extra.get("gears"))
         self.footprint: Footprint = self._footprint(model, manifest)
         if self.footprint.total > self.target.memory:
+            enough = f"{-(-self.footprint.total // (1 << 20))}MiB"
             raise ModelLoadError(
                 f"{source.label} needs {format_bytes(self.footprint.total)} of board memory, "
                 f"more than the {format_bytes(self.target.memory)} of the simulated "
@@ -95,8 +97,8 @@ class SimSession(Session):
                 context=f"footprint: {self.footprint.describe()}\n"
                         f"board: {self.target.describe()}",
                 hint="shrink the model or its input (a smaller input size, fewer or smaller "
-                     "gears), or simulate a board with more memory: memory='8GiB' "
-                     "(--sim-memory 8GiB)",
+                     f"gears), or simulate a board with more memory: memory='{enough}' "
+                     f"(--sim-memory {enough})",
                 reference=Ref.BOARD_MEMORY_EXCEEDED,
             )
         inner: Session = OrtSession(self.numerics.emulate(model), "cpu", threads=threads,
@@ -124,7 +126,7 @@ class SimSession(Session):
                      f"the build's board: soc='{manifest.soc}' (--sim-soc {manifest.soc})",
             )
 
-    def _footprint(self, model, manifest: BuildManifest) -> Footprint:
+    def _footprint(self, model: onnx.ModelProto, manifest: BuildManifest) -> Footprint:
         declared = {value.name: [d.dim_value if d.HasField("dim_value") else -1
                                  for d in value.type.tensor_type.shape.dim]
                     for value in model.graph.input}

@@ -24,7 +24,8 @@ from edgefuse.manifest import read_manifest
 from edgefuse.model_source import resolve_source
 from edgefuse.runtime import DEFAULT_BACKENDS, LAST_RESORT
 from edgefuse.session import TensorSpec
-from tests.model_builders import IR_VERSION, OPSET, conv_net, save, swish_model
+from tests.model_builders import IR_VERSION, OPSET, conv_net, fp16_model, save, swish_model
+from tests.needs import optional
 
 pytestmark = pytest.mark.ort
 
@@ -136,6 +137,17 @@ def test_must_keep_origin_dtype_runs_fp32(tmp_path):
         np.testing.assert_array_equal(session.run({"x": X_CANCEL})["y"], X_CANCEL * 1.5 - 2048)
 
 
+def test_a_build_of_an_fp16_model_rounds_exactly_its_fp16_tensors(tmp_path):
+    build = _build(tmp_path, fp16_model())  # y = x * 0.5 + 1, float16 in and out
+    x = np.array([[1.0, 2049.0, -3.3], [0.1, 0.2, 4095.0]], np.float16)
+    with open_session(build, backends="sim") as session:
+        assert session.inputs[0].dtype == session.outputs[0].dtype == np.float16
+        assert "declares its FP16 tensors" in session.numerics.note
+        y = session.run({"x": x})["y"]
+    half = np.float16
+    np.testing.assert_array_equal(y, (x * half(0.5)).astype(half) + half(1))
+
+
 def test_precision_modes_are_planned_and_approximations_say_so():
     model = conv_net()
     for node, name in zip(model.graph.node, ["conv", "relu", "gap", "flat", "fc"], strict=True):
@@ -218,6 +230,7 @@ def _normalized(rgb: np.ndarray, shift: float = 0.0) -> np.ndarray:
 
 @pytest.mark.parametrize("input_format", ["RGB888", "BGR888", "YUV420SP"])
 def test_an_aipp_frame_on_sim_matches_numpy_preprocessing_on_cpu(tmp_path, input_format):
+    optional("cv2")  # AippSpec.frame_from_bgr resizes with OpenCV
     from edgefuse.acl.build.aipp import AippSpec
     from edgefuse.testing import assert_outputs_close
 
@@ -347,6 +360,7 @@ def test_a_model_larger_than_the_boards_memory_is_refused_with_the_figures(tmp_p
         open_session(build, backends="sim", memory=2048)
     assert caught.value.reference == "board-memory-exceeded"
     assert "weights 274 B + peak activations 1.0 KiB + I/O buffers 804 B" in caught.value.context
+    assert caught.value.hint.endswith("memory='1MiB' (--sim-memory 1MiB)")
     with open_session(build, backends="sim", memory=2102) as session:  # exactly enough
         assert session.target.memory == 2102
 
