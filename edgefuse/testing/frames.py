@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ DEFAULT_SCENES = 8
 DEFAULT_SCENE_SIZE = (480, 640)  # height, width
 
 
-def read_frames(source: str | os.PathLike[str] | Any, count: int | None = None) -> list[np.ndarray]:
+def read_frames(source: Any, count: int | None = None) -> list[np.ndarray]:
     """BGR uint8 frames from an image, a folder or glob of images, or a video (at most
     ``count``)."""
     frames = []
