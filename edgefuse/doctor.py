@@ -22,6 +22,7 @@ from edgefuse.acl.atc.runner import cann_version, find_atc
 from edgefuse.acl.build.soc import detect_soc
 from edgefuse.acl.ops.toolkit import CANN_RANGE, cann_in_range
 from edgefuse.errors import EdgefuseError
+from edgefuse.fallback.sim_target import NOT_SIMULATED
 from edgefuse.runtime import BACKENDS, probe
 from edgefuse.session import Availability
 
@@ -32,6 +33,8 @@ NEEDS: dict[str, str] = {
     "cuda": "onnxruntime-gpu (pip install 'edgefuse[gpu]'; uninstall the CPU-only onnxruntime "
             "wheel), an NVIDIA driver, and the CUDA/cuDNN libraries that onnxruntime-gpu wants",
     "cpu": "onnxruntime (installed with edgefuse)",
+    "sim": "onnxruntime (installed with edgefuse) and a BUILD_DIR from `edgefuse compile`: it "
+           "runs the build under the board's contract (opt-in: --backend sim)",
 }
 
 
@@ -51,18 +54,22 @@ class Diagnosis:
         width = max(len(f.name) for f in self.facts)
         lines = ["environment:"]
         lines += [f"  {f.name:<{width}}  {f.value}" for f in self.facts]
-        lines.append("backends (in open_session's default order: acl, cuda, cpu):")
+        lines.append("backends (open_session's default order: acl, cuda, cpu; tensorrt and sim "
+                     "only when asked for):")
         for name, found in self.backends.items():
             mark = "ok " if found.ok else "-- "
             lines.append(f"  {mark}{name:<9} {found.reason}")
             if not found.ok:
                 lines.append(f"  {'':12} needs: {NEEDS[name]}")
+        lines.append("the sim backend does not simulate (docs/sim.md):")
+        lines += [f"  - {item}" for item in NOT_SIMULATED]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
         return {
             "facts": {f.name: f.value for f in self.facts},
             "backends": {n: dataclasses.asdict(a) for n, a in self.backends.items()},
+            "sim_does_not_simulate": list(NOT_SIMULATED),
         }
 
 

@@ -149,6 +149,9 @@ class Ref(str, enum.Enum):
     BAD_SESSION_OPTION = "bad-session-option", "a session option has a bad value"
     SESSION_CLOSED = "session-closed", "a closed session was asked to run"
     NO_MATCHING_GEAR = "no-matching-gear", "the feeds fit none of the OM's gears"
+    BOARD_MEMORY_EXCEEDED = (
+        "board-memory-exceeded", "the model needs more memory than the simulated board has")
+    BAD_RECORDING = "bad-recording", "a recording of a run (run --record) cannot be read or used"
     UNSUPPORTED_DYNAMIC_OM = "unsupported-dynamic-om", "an OM input has no fixed size"
     UNSUPPORTED_ACL_DTYPE = "unsupported-acl-dtype", "an OM tensor has a dtype numpy cannot hold"
     ACL_CALL_FAILED = "acl-call-failed", "a pyACL call returned an error code"

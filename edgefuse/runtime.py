@@ -28,6 +28,7 @@ from edgefuse.acl.session import AclSession, probe_acl
 from edgefuse.errors import BackendUnavailableError, InputError, Ref
 from edgefuse.fallback.aipp_frames import AippFrameSession, wants_frames
 from edgefuse.fallback.ort_session import OrtSession, probe_provider
+from edgefuse.fallback.sim_session import SIM_OPTIONS, SimSession, probe_sim
 from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.session import Availability, Session
 
@@ -83,12 +84,19 @@ def _open_acl(source: ModelSource, options: dict[str, Any]) -> Session:
     return AclSession(source.om, manifest=source.manifest, **options)
 
 
+def _open_sim(source: ModelSource, options: dict[str, Any]) -> Session:
+    return SimSession(source, **options)
+
+
 # Every backend open_session knows, fastest first. "tensorrt" is opt-in: it needs a TensorRT
-# install next to onnxruntime-gpu and builds engines on first use, which takes minutes.
+# install next to onnxruntime-gpu and builds engines on first use, which takes minutes. "sim"
+# (the board's contract simulated on the host, for tests) is opt-in too: it is never in the
+# default order and never the last resort, so nothing runs on it unless it is asked for.
 BACKEND_TABLE: dict[str, Backend] = {
     "acl": Backend("acl", probe_acl, _open_acl, frozenset({"device_id", "execute"})),
     **{name: Backend(name, _probe_host(name), _open_host(name), _ORT_OPTIONS)
        for name in ("tensorrt", "cuda", "cpu")},
+    "sim": Backend("sim", probe_sim, _open_sim, SIM_OPTIONS),
 }
 BACKENDS: tuple[str, ...] = tuple(BACKEND_TABLE)
 DEFAULT_BACKENDS: tuple[str, ...] = ("acl", "cuda", "cpu")
@@ -115,7 +123,9 @@ def open_session(
     otherwise ONNX Runtime on the CPU is the last resort. ``options`` go to the backend that
     opens: ``validate`` (all), ``device_id``, ``execute`` ("sync"|"async", acl), ``threads``,
     ``inter_op_threads``, ``optimization``, ``mem_pattern``, ``cpu_arena``, ``allow_cpu_nodes``,
-    ``provider_options`` (ONNX Runtime backends).
+    ``provider_options`` (ONNX Runtime backends), ``soc`` (the soc to simulate, default
+    Ascend310B4) and ``memory`` (the board's memory: bytes or "4GiB"; default the board's own)
+    for ``sim``, which also takes ``threads``.
     """
     order = (backends,) if isinstance(backends, str) else tuple(backends)
     if not order:

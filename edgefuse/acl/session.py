@@ -16,6 +16,7 @@ mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-tool
 - Dynamic OMs are gear models (ATC ``--dynamic_batch_size`` / ``--dynamic_image_size`` /
   ``--dynamic_dims``). A batch that is not a gear runs on the next larger gear and the outputs are
   cut back along axis 0 (mmdeploy does the same); image sizes and dims must be a gear exactly.
+  The rule lives in ``edgefuse.acl.gears``, shared with the ``sim`` backend.
 - The soc the build was compiled for must be the device's (checked before the OM is loaded); a
   different CANN version is logged, since ATC output is only guaranteed on its own CANN.
 - ``run`` holds a lock: one session's buffers serve one call at a time, from any thread.
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.acl.atc.runner import cann_version
+from edgefuse.acl.gears import OmGears, select_gear
 from edgefuse.acl.resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resources, import_acl
 from edgefuse.acl.return_codes import (
     ACL_DEVICE,
@@ -67,14 +69,6 @@ class _Binding:
     dtype: np.dtype
     size: int  # bytes of the device buffer (the largest gear's size for gear models)
     address: int  # device address of the buffer
-
-
-@dataclasses.dataclass(frozen=True)
-class OmGears:
-    """The shapes a gear OM accepts: batch sizes, (height, width) pairs, or concatenated dims."""
-
-    kind: str  # "batch" | "hw" | "dims"
-    values: tuple[Any, ...]
 
 
 def probe_acl(source: ModelSource | None = None) -> Availability:
@@ -349,37 +343,19 @@ class AclSession(Session):
         where = (self._model_id, self._input_dataset, self._dynamic_index)
         dynamic = [(array, [axis for axis, d in enumerate(b.dims) if d < 0])
                    for array, b in zip(arrays, self._data_inputs, strict=True)]
+        choice = select_gear(gears, dynamic, self._om.name)
         if gears.kind == "batch":
-            batches = {array.shape[0] for array, axes in dynamic if axes == [0]}
-            batch = batches.pop() if len(batches) == 1 else None
-            fitting = [g for g in gears.values if batch is not None and g >= batch]
-            if not fitting:
-                raise self._no_gear(gears, f"batch {batch if batch is not None else '?'}")
-            check(mdl.set_dynamic_batch_size(*where, fitting[0]), "acl.mdl.set_dynamic_batch_size")
-            return batch if fitting[0] != batch else None
-        if gears.kind == "hw":
-            sizes = {tuple(array.shape[axis] for axis in axes) for array, axes in dynamic if axes}
-            size = sizes.pop() if len(sizes) == 1 else None
-            if size not in gears.values:
-                raise self._no_gear(gears, f"image size {size if size else '?'} (height, width)")
-            height, width = size
+            check(mdl.set_dynamic_batch_size(*where, choice.value),
+                  "acl.mdl.set_dynamic_batch_size")
+        elif gears.kind == "hw":
+            height, width = choice.value
             check(mdl.set_dynamic_hw_size(*where, height, width), "acl.mdl.set_dynamic_hw_size")
-            return None
-        dims = tuple(int(d) for array in arrays for d in array.shape)
-        if dims not in gears.values:
-            raise self._no_gear(gears, f"dims {dims}")
-        check(mdl.set_input_dynamic_dims(*where, {"dimCount": len(dims), "name": "",
-                                                  "dims": list(dims)}),
-              "acl.mdl.set_input_dynamic_dims")
-        return None
-
-    def _no_gear(self, gears: OmGears, given: str) -> InputError:
-        return InputError(
-            f"{self._om.name} has no {gears.kind} gear for {given}",
-            context=f"gears: {list(gears.values)}",
-            hint="feed one of the gears, or recompile with the gear you need",
-            reference=Ref.NO_MATCHING_GEAR,
-        )
+        else:
+            dims = list(choice.value)
+            check(mdl.set_input_dynamic_dims(*where, {"dimCount": len(dims), "name": "",
+                                                      "dims": dims}),
+                  "acl.mdl.set_input_dynamic_dims")
+        return choice.real_batch
 
     # --- teardown ----------------------------------------------------------------------------
 

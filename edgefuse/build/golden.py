@@ -6,7 +6,9 @@ once at build time and stores what it saw; ``check_golden`` runs the same inputs
 backend the board offers and reports the agreement. The recording is deliberately plain: an .npz
 with ``input/<name>`` and ``output/<name>`` arrays (deterministic bytes, see ``reproducible``)
 and a JSON with the backend, the soc, the digest of the build's manifest and the edgefuse
-version. It records on the host backend named by the caller (``cpu`` today). A build with
+version. It records on the host backend named by the caller: ``sim`` where edgefuse knows the
+board (the OM's I/O and FP16 numerics, and a model too large for the board fails the build), else
+``cpu``. A build with
 edgefuse custom ops is run on the host through the model before compile (``host_onnx``).
 """
 
@@ -45,6 +47,11 @@ def _source(build: Path, host_onnx: Path | None) -> ModelSource:
     return dataclasses.replace(source, onnx=host_onnx) if host_onnx is not None else source
 
 
+def _sim_options(soc: str | None) -> dict[str, Any]:
+    """``sim`` simulates the build's own soc (other backends ignore the option)."""
+    return {"soc": soc} if soc else {}
+
+
 def record_golden(build_dir: str | os.PathLike[str], out_path: str | os.PathLike[str],
                   backend: str = "cpu", *, seed: int = 0, epoch: int = 0,
                   host_onnx: Path | None = None) -> dict[str, Any]:
@@ -53,7 +60,7 @@ def record_golden(build_dir: str | os.PathLike[str], out_path: str | os.PathLike
     build = Path(build_dir)
     manifest = read_manifest(build)
     with open_session(_source(build, host_onnx), backends=(backend,), strict=True,
-                      threads=1) as session:
+                      threads=1, **_sim_options(manifest.soc)) as session:
         feeds = feed_set(session.inputs, None, seed=seed)[0]
         outputs = session.run(feeds)
         used = session.backend
@@ -121,8 +128,8 @@ def check_golden(build_dir: Path, npz_path: Path, backends: Sequence[str],
     The gate is ``SAME_BACKEND_MIN_COSINE`` on the recording's backend, ``board_min_cosine``
     (the model's FP16 gate) on any other."""
     inputs, expected, record = load_golden(npz_path)
-    with open_session(_source(build_dir, host_onnx), backends=tuple(backends),
-                      threads=1) as session:
+    with open_session(_source(build_dir, host_onnx), backends=tuple(backends), threads=1,
+                      **_sim_options(read_manifest(build_dir).soc)) as session:
         actual = session.run(inputs)
         used = session.backend
     minimum = SAME_BACKEND_MIN_COSINE if used == record["backend"] else board_min_cosine

@@ -41,6 +41,7 @@ from edgefuse.build.reproducible import DEFAULT_EPOCH
 from edgefuse.build.spec import ModelSpec
 from edgefuse.convert import convert
 from edgefuse.errors import EdgefuseError, InputError, Ref
+from edgefuse.fallback.sim_target import knows_board
 from edgefuse.manifest import read_manifest, write_manifest
 from edgefuse.models.catalogue import CATALOGUE
 from edgefuse.optimize import optimize
@@ -51,7 +52,6 @@ from edgefuse.vision.model_info import AppInfo, Postprocess
 from edgefuse.vision.preprocess import Preprocess
 
 STAGES = ("convert", "optimize", "fp16", "compile", "golden")
-GOLDEN_BACKEND = "cpu"
 MODEL_FILE = "model.onnx"
 HOST_FILE = "host.onnx"  # a custom-op build's model as host backends run it (decompositions)
 BUILD_FOLDER = "build"
@@ -116,9 +116,10 @@ def build_model(model: ModelSpec, soc: str, cache: Cache, progress: Progress) ->
                                "custom_ops": model.custom_ops, "atc": atc_identity()},
                    lambda scratch: _compile(model, soc, optimized, fp16, app, scratch))
     host = optimized.files[MODEL_FILE] if compiled.info["custom_ops"] else None
+    backend = golden_backend(soc)
     run("golden", {"build": compiled.files[f"{BUILD_FOLDER}/manifest.json"], "host": host,
-                   "backend": GOLDEN_BACKEND, "seed": model.verify["seed"]},
-        lambda scratch: _golden(model, compiled, optimized if host else None, scratch))
+                   "backend": backend, "seed": model.verify["seed"]},
+        lambda scratch: _golden(model, compiled, optimized if host else None, backend, scratch))
     return ModelBuild(model.name, entries, cached, seconds, app)
 
 
@@ -258,14 +259,20 @@ def _compile(model: ModelSpec, soc: str, optimized: Entry, fp16: Entry,
             "parity": figures(result.prepared.parity)}
 
 
-def _golden(model: ModelSpec, compiled: Entry, host: Entry | None,
+def golden_backend(soc: str) -> str:
+    """``sim`` (the board's I/O, FP16 numerics and memory, simulated) for a soc whose board
+    edgefuse knows, else ONNX Runtime on the CPU."""
+    return "sim" if knows_board(soc) else "cpu"
+
+
+def _golden(model: ModelSpec, compiled: Entry, host: Entry | None, backend: str,
             scratch: Path) -> dict[str, Any]:
     """The recording; a build with custom ops also keeps the model hosts run (``HOST_FILE``)."""
     host_onnx = None
     if host is not None:
         host_onnx = scratch / HOST_FILE
         shutil.copyfile(host.path(MODEL_FILE), host_onnx)
-    record = record_golden(compiled.path(BUILD_FOLDER), scratch / GOLDEN_NPZ, GOLDEN_BACKEND,
+    record = record_golden(compiled.path(BUILD_FOLDER), scratch / GOLDEN_NPZ, backend,
                            seed=model.verify["seed"], epoch=DEFAULT_EPOCH, host_onnx=host_onnx)
     return {"backend": record["backend"], "host_onnx": HOST_FILE if host is not None else None}
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import argparse
 
+from edgefuse.fallback.sim_target import DEFAULT_SIM_SOC
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 
 
 def add_session_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL|BUILD_DIR",
                         help="an .onnx file, an .om file, or a directory from `edgefuse compile`")
+    add_backend_arguments(parser)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The backend order, strictness and the options of the session a verb opens."""
     parser.add_argument(
         "--backend", action="append", metavar="NAME",
         help=f"backend to try, in order; repeat or comma-separate (known: {', '.join(BACKENDS)}; "
@@ -27,6 +33,12 @@ def add_session_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ONNX Runtime intra-op threads (default: ONNX Runtime's choice)")
     parser.add_argument("--device-id", type=int, default=0, metavar="N",
                         help="NPU or GPU to use (default 0)")
+    parser.add_argument("--sim-soc", metavar="SOC",
+                        help=f"sim backend: the soc to simulate (default {DEFAULT_SIM_SOC}, the "
+                             "Atlas 200I DK A2); a build for another soc is refused")
+    parser.add_argument("--sim-memory", metavar="SIZE",
+                        help="sim backend: the board's memory, in bytes or e.g. 4GiB (default: "
+                             "the simulated board's own, 4GiB for the 200I DK A2)")
 
 
 def add_inputs_argument(parser: argparse.ArgumentParser, purpose: str = "inputs", *,
@@ -60,4 +72,8 @@ def session_options(args: argparse.Namespace) -> dict[str, object]:
     options: dict[str, object] = {"device_id": args.device_id}
     if args.threads is not None:
         options["threads"] = args.threads
+    if args.sim_soc is not None:
+        options["soc"] = args.sim_soc
+    if args.sim_memory is not None:
+        options["memory"] = args.sim_memory
     return options

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from edgefuse.acl.atc.options import PRECISION_MODES
+from edgefuse.acl.atc.options import OUTPUT_TYPES, PRECISION_MODES
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.compile import (
     DEFAULT_ATC_TIMEOUT_S,
@@ -65,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build directory to create")
     parser.add_argument("--precision", default="force_fp16", choices=PRECISION_MODES,
                         help="ATC --precision_mode (default: force_fp16, ATC's own default)")
+    parser.add_argument("--output-type", choices=tuple(OUTPUT_TYPES),
+                        help="ATC --output_type: the dtype of every (float) output of the OM "
+                        "(default: the model's own, float32 for an FP32 model)")
     parser.add_argument("--keep-fp32-from", metavar="R.json",
                         help='precision report with {"keep_fp32": {"nodes": [...], '
                         '"op_types": [...]}}: those stay fp32 (--keep_dtype / mix list)')
@@ -95,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         args.soc,
         args.output,
         precision=args.precision,
+        output_type=args.output_type,
         aipp=AippSpec.from_yaml(args.aipp) if args.aipp else None,
         dynamic_batch=args.dynamic_batch,
         dynamic_image_size=args.dynamic_image_size,

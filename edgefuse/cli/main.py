@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import shlex
 import sys
 import traceback
 from collections.abc import Sequence
@@ -70,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(given)
+    args.command_line = shlex.join(["edgefuse", *given])  # what a recording says made it
     if args.command is None:
         parser.print_usage(sys.stderr)
         print(f"error[{Ref.BAD_USAGE}]: no command given\n  hint: `edgefuse --help` lists the "

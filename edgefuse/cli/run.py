@@ -1,12 +1,19 @@
 """Run a model on the best available backend and show (or save) its outputs.
 
 Inputs come from --inputs FILE.npz (one array per input name) or a folder of .npz files (one per
-sample), the same files verify and quantize read; without them, seeded random inputs. The backend
-that ran, and why others were skipped, is printed.
+sample), the same files verify and quantize read; from --frames DIR (images, or a video), each
+prepared as the apps prepare it (an AIPP build takes the uint8 frame); without them, seeded random
+inputs. The backend that ran, and why others were skipped, is printed.
+
+--record OUT.npz stores the inputs fed and the outputs given, with the backend, soc, build digest
+and edgefuse version: goldens that `edgefuse verify --against OUT.npz BUILD_DIR --backend B` and
+the pytest kit (edgefuse.testing.assert_replays) hold another backend against.
 
 Examples:
   edgefuse run build/ --inputs frame.npz --save out.npz
   edgefuse run model.onnx --backend cuda --backend cpu
+  edgefuse run build/ --backend acl --frames frames/ --record golden.npz   # on the board
+  edgefuse run build/ --backend sim --inputs frame.npz                      # the board, simulated
 """
 
 from __future__ import annotations
@@ -16,13 +23,15 @@ import logging
 
 import numpy as np
 
-from edgefuse._files import atomic_output, check_output_path
+from edgefuse._files import atomic_output, check_distinct_outputs
 from edgefuse.cli._session_args import (
     add_inputs_argument,
     add_session_arguments,
     backends_from,
     session_options,
 )
+from edgefuse.errors import InputError, Ref
+from edgefuse.goldens import frame_samples, record_runs
 from edgefuse.model_source import resolve_source
 from edgefuse.reference.feeds import feed_set, load_inputs, parse_input_args
 from edgefuse.runtime import open_session
@@ -38,16 +47,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, metavar="N",
                         help="batch of the random inputs (models with a dynamic batch)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("--frames", metavar="DIR|VIDEO",
+                        help="images (a folder, a glob, one image) or a video, each prepared as "
+                             "the apps prepare frames for this model")
     parser.add_argument("--save", metavar="OUT.npz", help="write every output to an .npz file")
+    parser.add_argument("--record", metavar="OUT.npz",
+                        help="write the inputs and outputs of every sample, with the backend, "
+                             "soc, build digest and edgefuse version (a recording)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.save:
-        check_output_path(args.save)
+    check_distinct_outputs(save=args.save, record=args.record)
+    if args.frames and (args.inputs or args.input):
+        raise InputError("--frames and --inputs/--input both give the inputs",
+                         hint="give one of them", reference=Ref.BAD_INPUT_ARGUMENT)
     source = resolve_source(args.model)
     with open_session(source, backends_from(args), strict=args.strict,
                       **session_options(args)) as session:
-        if args.input:
+        origin: dict[str, str] = {}
+        if args.frames:
+            samples = frame_samples(session, source, args.frames)
+            origin = {spec.name: f"{args.frames} (prepared)" for spec in session.inputs}
+        elif args.input:
             log.warning("--input NAME=FILE is deprecated; save the inputs with "
                         "numpy.savez(FILE, NAME=array) and pass --inputs FILE.npz")
             aipp = source.manifest.preprocess.spec if source.manifest and \
@@ -58,8 +79,13 @@ def run(args: argparse.Namespace) -> int:
             origin = {name: str(path) for name, path in files.items()}
         else:
             samples = feed_set(session.inputs, args.inputs, seed=args.seed, batch=args.batch)
-            origin = {}
-        outputs = [session.run(feeds) for feeds in samples]
+        recording = None
+        if args.record:
+            recording = record_runs(session, samples, model=source,
+                                    created_by=getattr(args, "command_line", None))
+            outputs = recording.outputs
+        else:
+            outputs = [session.run(feeds) for feeds in samples]
         print(f"backend: {session.backend}")
         for name, reason in session.skipped.items():
             print(f"  skipped {name}: {reason}")
@@ -78,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         with atomic_output(args.save, suffix=".npz") as tmp:
             np.savez(tmp, **saved)
         print(f"wrote {args.save}")
+    if recording is not None:
+        recording.save(args.record)
+        print(f"recorded {args.record}: {recording.describe()}")
     return 0
 
 

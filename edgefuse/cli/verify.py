@@ -10,25 +10,47 @@ FP32 candidate (ATC's default force_fp16).
 graph order, with the worst layers marked; --task scores the candidate's decisions against the
 reference's (top-1/top-5 agreement, AP50 and AP50:95, mean IoU).
 
+--against OUT.npz MODEL|BUILD_DIR instead runs the inputs of a recording (`edgefuse run --record`)
+on the model, opened on --backend as `run` opens it, and gates its outputs against the recorded
+ones: cosine >= 0.999 when the recording or the backend has the board's FP16 numerics (acl, sim),
+0.99999 otherwise.
+
 Examples:
   edgefuse verify net.onnx net.fp16.onnx --per-layer --json layers.json --plot layers.png
   edgefuse verify yolo.onnx yolo.fp16.onnx --task detect --samples 4
   edgefuse verify net.onnx net.onnx --emulate-fp16 --per-layer
+  edgefuse verify --against golden.npz build/ --backend acl     # on the board, host goldens
+  edgefuse verify --against board.npz build/ --backend sim      # on a laptop, board goldens
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
-from edgefuse.cli._session_args import add_inputs_argument
+from edgefuse._checks import non_negative_number, number_in
+from edgefuse._files import check_output_path, write_text
+from edgefuse.cli._session_args import (
+    add_backend_arguments,
+    add_inputs_argument,
+    backends_from,
+    session_options,
+)
+from edgefuse.errors import InputError, Ref
+from edgefuse.goldens import check_against
 from edgefuse.verify import DEFAULT_FP16_MIN_COSINE, DEFAULT_MIN_COSINE, verify
 from edgefuse.verify.layers import DEFAULT_LAYER_ALARM
 from edgefuse.verify.task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("reference", help="reference ONNX file")
-    parser.add_argument("candidate", help="candidate ONNX file")
+    parser.add_argument("reference", metavar="REFERENCE|MODEL",
+                        help="reference ONNX file; with --against, the model or BUILD_DIR to run")
+    parser.add_argument("candidate", nargs="?", help="candidate ONNX file (not with --against)")
+    parser.add_argument("--against", metavar="OUT.npz",
+                        help="a recording (`edgefuse run --record`): run its inputs on MODEL and "
+                             "gate on its outputs")
+    add_backend_arguments(parser)
     add_inputs_argument(parser, "inputs", images=True)
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     parser.add_argument("--samples", type=int, default=1, help="random input samples")
@@ -58,6 +80,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.against:
+        return _run_against(args)
+    if args.candidate is None:
+        raise InputError("verify needs a reference and a candidate model",
+                         hint="or --against OUT.npz MODEL to check a model against a recording",
+                         reference=Ref.BAD_ARGUMENT)
+    if args.backend:
+        raise InputError("--backend applies to --against (verify runs both models on ONNX "
+                         "Runtime's CPU)", reference=Ref.BAD_ARGUMENT)
     result = verify(
         args.reference,
         args.candidate,
@@ -77,4 +108,24 @@ def run(args: argparse.Namespace) -> int:
         preprocess=args.preprocess,
     )
     print(result.render())
+    return 0 if result.passed else 1
+
+
+def _run_against(args: argparse.Namespace) -> int:
+    if args.candidate is not None:
+        raise InputError("--against takes one model (the recording is the reference), got two",
+                         hint="edgefuse verify --against OUT.npz MODEL_OR_BUILD --backend B",
+                         reference=Ref.BAD_ARGUMENT)
+    if args.min_cosine is not None:
+        number_in("min_cosine", args.min_cosine, -1.0, 1.0)
+    if args.max_rel_l2 is not None:
+        non_negative_number("max_rel_l2", args.max_rel_l2)
+    if args.json:
+        check_output_path(args.json)
+    result = check_against(args.against, args.reference, backends_from(args), strict=args.strict,
+                           min_cosine=args.min_cosine, max_rel_l2=args.max_rel_l2,
+                           **session_options(args))
+    print(result.render())
+    if args.json:
+        write_text(args.json, json.dumps(result.to_json(), indent=2) + "\n")
     return 0 if result.passed else 1

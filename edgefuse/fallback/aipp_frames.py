@@ -27,7 +27,10 @@ def wants_frames(manifest: BuildManifest | None) -> bool:
 class AippFrameSession(Session):
     """Wraps a host session: the AIPP input takes uint8 frames; the rest passes through."""
 
-    def __init__(self, inner: Session, manifest: BuildManifest, *, validate: bool = True) -> None:
+    def __init__(self, inner: Session, manifest: BuildManifest, *, validate: bool = True,
+                 fp16: bool = False) -> None:
+        """``fp16``: round AIPP's output to float16, as the AI Core hands it to the network
+        (the ``sim`` backend does; the ONNX Runtime backends keep float32)."""
         record = manifest.preprocess
         if record is None:
             raise ValueError("AippFrameSession needs a build compiled with AIPP")
@@ -35,6 +38,7 @@ class AippFrameSession(Session):
         self._spec = record.spec
         self._name = record.input
         self._layout = record.model_input_layout
+        self._fp16 = fp16
         self.backend = inner.backend
         recorded = {entry.name: entry for entry in manifest.inputs}
         entry = recorded.get(self._name)
@@ -57,7 +61,7 @@ class AippFrameSession(Session):
     def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         frames = np.asarray(feeds[self._name])
         model_input = np.concatenate(
-            [self._spec.emulate(frame, layout=self._layout) for frame in frames]
+            [self._spec.emulate(frame, layout=self._layout, fp16=self._fp16) for frame in frames]
         ).astype(self._model_dtype, copy=False)
         return self._inner.run({**feeds, self._name: model_input})
 

@@ -84,6 +84,24 @@ def plan_input(session: Session, info: AppInfo, manifest: BuildManifest | None,
     return InputPlan(spec.name, record)
 
 
+def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
+    """One BGR frame -> the feeds of the plan's input, and the geometry back to the frame.
+
+    A function of the plan alone, so that whatever feeds a session frames (an app, ``edgefuse run
+    --frames``, a test) prepares them exactly as the apps do.
+    """
+    fitted, geometry = fit(image, plan.preprocess)
+    tensor = to_tensor(fitted, plan.preprocess)
+    if plan.canvas is not None:
+        height, width, x, y = plan.canvas
+        canvas = np.full((1, height, width, 3), plan.preprocess.pad_value, np.uint8)
+        canvas[:, y:y + tensor.shape[1], x:x + tensor.shape[2]] = tensor
+        tensor = canvas
+    if plan.yuv is not None:
+        tensor = plan.yuv.frame_from_bgr(tensor[0])[np.newaxis]
+    return {plan.name: tensor}, geometry
+
+
 def _default_preprocess(spec: Any, overrides: Mapping[str, Any]) -> Preprocess:
     shape = spec.shape
     layout = overrides.get("layout")
@@ -205,16 +223,7 @@ class VisionModel:
     # ---- stages -------------------------------------------------------------------------------
 
     def preprocess(self, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
-        fitted, geometry = fit(image, self.plan.preprocess)
-        tensor = to_tensor(fitted, self.plan.preprocess)
-        if self.plan.canvas is not None:
-            height, width, x, y = self.plan.canvas
-            canvas = np.full((1, height, width, 3), self.plan.preprocess.pad_value, np.uint8)
-            canvas[:, y:y + tensor.shape[1], x:x + tensor.shape[2]] = tensor
-            tensor = canvas
-        if self.plan.yuv is not None:
-            tensor = self.plan.yuv.frame_from_bgr(tensor[0])[np.newaxis]
-        return {self.plan.name: tensor}, geometry
+        return prepare_frame(self.plan, image)
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.session.run(feeds)

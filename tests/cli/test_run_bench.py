@@ -146,9 +146,11 @@ def test_doctor_lists_providers_and_backends(tmp_path, capsys):
     assert cli_main.main(["doctor", "--json", str(tmp_path / "env.json")]) == 0
     printed = capsys.readouterr().out
     assert "ort providers" in printed and "ok cpu" in printed
+    assert "the sim backend does not simulate (docs/sim.md):\n  - speed:" in printed
     data = json.loads((tmp_path / "env.json").read_text())
     assert data["backends"]["cpu"]["ok"] is True
-    assert set(data["backends"]) == {"acl", "tensorrt", "cuda", "cpu"}
+    assert set(data["backends"]) == {"acl", "tensorrt", "cuda", "cpu", "sim"}
+    assert any("speed" in item for item in data["sim_does_not_simulate"])
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,11 @@ Option reference (hiascend ATC parameter pages, CANN 8.x unless noted):
 - ``--modify_mixlist`` only applies to ``allow_mix_precision`` modes (reference §1.5,
   Atlas200IDKA2DeveloperKit 23.0.RC2 atctool_000096.html).
 - ``--log`` takes debug|info|warning|error|null (canncommercial/800 atc/atlasatcparam_16_0082.html).
+- ``--output_type`` sets the dtype of every network output (FP32, FP16, UINT8, ...; a per-node form
+  needs ``--out_nodes``); without it "the dtype of the original network's last operator's
+  output" is kept, i.e. float32 for an FP32 ONNX whatever the precision mode
+  (canncommercial/latest devaids/atctool/atlasatcparam_16_0030.html). edgefuse offers the two
+  float types, for float outputs.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ MIXED_PRECISION_MODES = ("allow_mix_precision", "allow_mix_precision_fp16")
 # force_fp32 and cube_fp16in_fp32out it still applies, so it is written there too.
 KEEP_DTYPE_IGNORED_MODES = ("must_keep_origin_dtype",)
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+# --output_type values edgefuse writes, and the numpy dtype each gives the OM's float outputs.
+OUTPUT_TYPES: dict[str, str] = {"FP32": "float32", "FP16": "float16"}
 MAX_GEARS = 100
 MAX_GEAR_VALUE = 2048
 
@@ -63,6 +70,7 @@ class AtcOptions:
     dynamic_batch_size: Sequence[int] | None = None
     dynamic_image_size: Sequence[tuple[int, int]] | None = None
     dynamic_dims: Sequence[Sequence[int]] | None = None
+    output_type: str | None = None
     log: str = "error"
 
     def __post_init__(self) -> None:
@@ -95,6 +103,8 @@ class AtcOptions:
             argv.append(f"--keep_dtype={self.keep_dtype}")
         if self.modify_mixlist is not None:
             argv.append(f"--modify_mixlist={self.modify_mixlist}")
+        if self.output_type is not None:
+            argv.append(f"--output_type={self.output_type}")
         argv.append(f"--log={self.log}")
         return argv
 
@@ -130,6 +140,9 @@ def _validate(options: AtcOptions) -> None:
             f"unknown precision mode '{options.precision_mode}'",
             hint="one of " + ", ".join(PRECISION_MODES),
         )
+    if options.output_type is not None and options.output_type not in OUTPUT_TYPES:
+        raise _bad(f"unknown output type '{options.output_type}'",
+                   hint="one of " + ", ".join(OUTPUT_TYPES))
     if options.log not in LOG_LEVELS:
         raise _bad(f"unknown ATC log level '{options.log}'", hint="one of " + ", ".join(LOG_LEVELS))
     if not options.input_shape:

@@ -41,7 +41,7 @@ from edgefuse._checks import integer_at_least, positive_number
 from edgefuse._files import publish_directory, save_onnx, temporary_directory_in
 from edgefuse._graph_walk import all_nodes
 from edgefuse._version import __version__
-from edgefuse.acl.atc.options import AtcOptions
+from edgefuse.acl.atc.options import OUTPUT_TYPES, AtcOptions
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.opsupport import OpSupportReport, check_model, load_table
@@ -110,6 +110,7 @@ def compile_model(
     output_dir: str | os.PathLike[str],
     *,
     precision: str = "force_fp16",
+    output_type: str | None = None,
     aipp: AippSpec | None = None,
     dynamic_batch: Sequence[int] | None = None,
     dynamic_image_size: Sequence[tuple[int, int]] | None = None,
@@ -190,8 +191,10 @@ def compile_model(
         modify_mixlist=MIXLIST_FILE if plan.mixlist else None,
         dynamic_batch_size=list(dynamic_batch) if dynamic_batch is not None else None,
         dynamic_image_size=list(dynamic_image_size) if dynamic_image_size is not None else None,
+        output_type=output_type,
     )
     argv = options.to_argv()
+    outputs = _output_entries(prepared.model, output_type)
 
     staging = temporary_directory_in(out.parent, f".{out.name}.")
     try:
@@ -238,7 +241,7 @@ def compile_model(
         manifest = BuildManifest(
             model=MODEL_FILE,
             inputs=_input_entries(prepared.model, input_names, aipp_record),
-            outputs=_output_entries(prepared.model),
+            outputs=outputs,
             edgefuse_version=__version__,
             soc=soc_name,
             cann_version=cann_version() if atc is not None else None,
@@ -249,6 +252,7 @@ def compile_model(
                 "atc": atc_info,
                 "gears": _gears_json(gears, dynamic_batch, dynamic_image_size),
                 "precision": plan.decisions,
+                "output_type": output_type,
                 "prepare": prepared.to_json(),
                 "custom_ops": _custom_ops_json(used, decomposed, soc_name),
                 "op_support": {
@@ -469,14 +473,32 @@ def _input_entries(
     return tuple(entries)
 
 
-def _output_entries(model: onnx.ModelProto) -> tuple[TensorEntry, ...]:
+def _output_entries(model: onnx.ModelProto, output_type: str | None) -> tuple[TensorEntry, ...]:
+    """The outputs as the OM gives them: the model's dtypes, or ``output_type`` for float ones.
+
+    ATC keeps "the dtype of the original network's last operator's output" unless
+    ``--output_type`` is given, which then applies to every output (atlasatcparam_16_0030);
+    edgefuse refuses it for a model with a non-float output rather than guess what ATC makes of
+    an integer count or class id converted to a float type.
+    """
     entries = []
     for value in model.graph.output:
         dims = [
             d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
             for d in value.type.tensor_type.shape.dim
         ]
-        entries.append(dataclasses.replace(_entry(value, dims), layout=None))
+        entry = dataclasses.replace(_entry(value, dims), layout=None)
+        if output_type is not None:
+            if entry.dtype not in ("float32", "float16"):
+                raise InputError(
+                    f"--output-type {output_type} applies to every output, and output "
+                    f"'{entry.name}' is {entry.dtype}",
+                    hint="drop --output-type for this model (its float outputs then keep the "
+                    "model's own dtype)",
+                    reference=Ref.BAD_ATC_OPTIONS,
+                )
+            entry = dataclasses.replace(entry, dtype=OUTPUT_TYPES[output_type])
+        entries.append(entry)
     return tuple(entries)
 
 

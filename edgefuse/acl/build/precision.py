@@ -149,7 +149,7 @@ def plan_keep_fp32(model: onnx.ModelProto, keep: KeepFp32) -> KeepPlan:
 
 
 # Ops the AI Core's Cube unit computes; on the 310 and 310B it multiplies in float16 only.
-_CUBE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+CUBE_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 _FP16_CUBE_FAMILIES = ("ascend310", "ascend310b")
 
 
@@ -167,7 +167,7 @@ def origin_dtype_warning(model: onnx.ModelProto, mode: str, soc_family: str) -> 
     float32 = onnx.TensorProto.FLOAT
     inputs = {v.name: v.type.tensor_type.elem_type for v in model.graph.input}
     inputs.update({t.name: t.data_type for t in model.graph.initializer})
-    cube = [n.name or n.op_type for n in model.graph.node if n.op_type in _CUBE_OPS
+    cube = [n.name or n.op_type for n in model.graph.node if n.op_type in CUBE_OPS
             and any(inputs.get(name) == float32 for name in n.input[1:2])]
     if not cube:
         return None
