@@ -74,6 +74,10 @@ class Ref(str, enum.Enum):
     BAD_EXPORTER = "bad-exporter", "an unknown or unusable exporter was asked for"
     UNKNOWN_MODEL = "unknown-model", "the catalogue has no model of that name"
     UNKNOWN_VARIANT = "unknown-variant", "a catalogue model has no variant of that name"
+    MISSING_TRAINED_WEIGHTS = (
+        "missing-trained-weights", "a trained catalogue model's shipped weights file is missing")
+    TRAINED_WEIGHTS_MISMATCH = (
+        "trained-weights-mismatch", "shipped trained weights do not fit the model's layout")
 
     # --- input shapes and feeds -------------------------------------------------------------------
     BAD_INPUT_SHAPE = "bad-input-shape", "an --input NAME:SHAPE specification is wrong"

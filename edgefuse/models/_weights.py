@@ -17,16 +17,24 @@ So weights are set in three steps, all from one ``torch.Generator`` seeded by ``
    Mishkin & Matas 2016) that keeps activations O(1) through any depth while the BatchNorm
    statistics stay the random ones of step 2.
 Parameters that do not require grad (YOLOv8's DFL bins) and buffers (anchors) are left alone.
+
+Trained entries (``dbnet_text``) load a state_dict shipped in ``weights/`` instead
+(``load_trained``): stored FP16 to keep the package small, widened to the module's dtypes, checked
+key for key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from edgefuse.errors import ModelLoadError, Ref
+
 TARGET_RMS = 1.0
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 
 
 def build_seeded(
@@ -42,6 +50,36 @@ def build_seeded(
         model.eval()
         _calibrate(model, torch.randn(*calibration_shape, generator=generator))
     return model
+
+
+def load_trained(factory: Callable[[], nn.Module], name: str) -> nn.Module:
+    """``factory()`` with the state_dict in ``weights/<name>``, in eval mode; the global RNG is
+    untouched (construction draws default weights from it before they are replaced)."""
+    path = WEIGHTS_DIR / name
+    if not path.is_file():
+        raise ModelLoadError(
+            f"the trained weights '{path}' are missing",
+            hint="reinstall edgefuse, or train them again (the JSON record beside them names "
+                 "the command)",
+            reference=Ref.MISSING_TRAINED_WEIGHTS,
+        )
+    with torch.random.fork_rng(devices=[]):
+        model = factory()
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    own = model.state_dict()
+    widened = {key: value.to(own[key].dtype) if key in own else value
+               for key, value in state.items()}
+    try:
+        model.load_state_dict(widened, strict=True)
+    except RuntimeError as exc:
+        raise ModelLoadError(
+            f"the trained weights '{path}' do not fit the model's layout",
+            context=str(exc).splitlines()[0],
+            hint="the weights and the code come from different versions: reinstall edgefuse, "
+                 "or train them again",
+            reference=Ref.TRAINED_WEIGHTS_MISMATCH,
+        ) from None
+    return model.eval()
 
 
 def _randomize(model: nn.Module, generator: torch.Generator) -> None:

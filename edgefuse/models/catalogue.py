@@ -5,6 +5,11 @@ a mobile net, two segmenters, three detector generations) without downloading we
 needs a ``tiny`` miniature with the same operators, heads and output layout so the test-suite can
 push every architecture through every stage in seconds.
 
+One entry is trained rather than seeded (``dbnet_text``, a text detector trained on generated
+text images by ``python -m training.text_detector``): its full variant loads the shipped weights
+and ignores the seed; its tiny variant is seeded like every other, so the suite pushes it through
+every stage without reading a file.
+
 Importing this module needs no PyTorch (the CLI lists the names on a board without it); ``build``
 imports torch and the model's family module when called.
 """
@@ -37,6 +42,7 @@ class ModelEntry:
     tiny_output_shape: tuple[int, ...]
     output_layout: str
     builder: str  # "edgefuse.models.<family>:<function>"; function(variant) -> nn.Module
+    weights: str | None = None  # trained full variant: a file in edgefuse/models/weights
 
     def shapes(self, variant: str = "full") -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(input shape, output shape) of ``variant``."""
@@ -50,14 +56,17 @@ class ModelEntry:
 
         Weights are random but deterministic, with non-trivial BatchNorm statistics and
         activations kept O(1) (see ``edgefuse.models._weights``); the global RNG is untouched.
+        A trained entry's full variant loads its shipped weights instead (``seed`` is unused).
         """
         input_shape, _ = self.shapes(variant)
         require_torch(f"building the catalogue model '{self.name}'")
         # _weights imports torch at its top: it loads only once torch is known to be here.
-        from edgefuse.models._weights import build_seeded  # noqa: PLC0415
+        from edgefuse.models._weights import build_seeded, load_trained  # noqa: PLC0415
 
         module_name, _, function = self.builder.partition(":")
         factory = getattr(importlib.import_module(module_name), function)
+        if variant == "full" and self.weights is not None:
+            return load_trained(lambda: factory(variant), self.weights)
         return build_seeded(lambda: factory(variant), seed=seed, calibration_shape=input_shape)
 
 
@@ -146,6 +155,17 @@ CATALOGUE: dict[str, ModelEntry] = {
             tiny_output_shape=(1, 84, _detect_rows(96, 1)),
             output_layout="[1,84,N] xywh(pixels)+80cls, sigmoid scores, strides 8,16,32",
             builder="edgefuse.models.yolov8:yolov8n",
+        ),
+        ModelEntry(
+            name="dbnet_text",
+            task="segment",
+            input_shape=(1, 3, 160, 160),
+            tiny_input_shape=(1, 3, 64, 64),
+            output_shape=(1, 1, 160, 160),
+            tiny_output_shape=(1, 1, 64, 64),
+            output_layout="[1,1,H,W] text probability (sigmoid applied) at input resolution",
+            builder="edgefuse.models.dbnet:dbnet_text",
+            weights="dbnet_text.pt",
         ),
     )
 }
