@@ -76,5 +76,7 @@ def test_words_match_one_to_one_above_the_iou():
     assert (scores["matched"], scores["words"], scores["boxes"]) == (1, 2, 3)
     assert scores["recall"] == 0.5 and scores["precision"] == pytest.approx(1 / 3)
     assert word_scores([boxes], [words], min_iou=0.4)["matched"] == 2
+    overlapping = [_rect(0, 0, 10, 4), _rect(1, 0, 11, 4)]  # one box cannot count for both
+    assert word_scores([[_rect(0, 0, 10, 4)]], [overlapping])["matched"] == 1
     assert word_scores([[]], [[]]) == {"recall": 1.0, "precision": 1.0, "hmean": 1.0,
                                        "matched": 0, "words": 0, "boxes": 0}

@@ -69,6 +69,7 @@ def test_catalogue_names_and_factories(tiny_models):
             "yolov3",
             "yolov5s",
             "yolov8n",
+            "dbnet_text",
         ]
     )
     for name, entry in CATALOGUE.items():
@@ -87,6 +88,7 @@ def test_catalogue_names_and_factories(tiny_models):
         ("yolov3", (1, 10647, 85), (1, 3 * (3 * 3 + 6 * 6 + 12 * 12), 85)),
         ("yolov5s", (1, 25200, 85), (1, 3 * (12 * 12 + 6 * 6 + 3 * 3), 85)),
         ("yolov8n", (1, 84, 8400), (1, 84, 12 * 12 + 6 * 6 + 3 * 3)),
+        ("dbnet_text", (1, 1, 160, 160), (1, 1, 64, 64)),
     ],
 )
 def test_declared_output_shapes(name, full_out, tiny_out):

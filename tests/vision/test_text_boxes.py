@@ -46,7 +46,7 @@ def test_the_targets_of_generated_scenes_decode_to_their_words():
     """The shrink (scenes) and the unclip (post-processing) undo each other: decoding the
     training target itself finds the true words."""
     found, truth = [], []
-    for index in range(40):
+    for index in range(24):
         scene = text_scene(5, index)
         found.append([b.quad for b in text_boxes(scene.target)])
         truth.append(list(scene.quads))
