@@ -124,17 +124,17 @@ def main() -> None:
 
 
 def render(results: dict) -> str:
-    lines = [f"{'model':<30}{'gate':>14}{'cosine':>12}{'verify':>14}{'v. cosine':>12}"
+    lines = [f"{'model':<38}{'gate':>14}{'cosine':>12}{'verify':>14}{'v. cosine':>12}"
              f"{'pixel F1':>10}{'word R':>8}{'word P':>8}{'= FP32 words':>14}"]
     for name, row in results["rows"].items():
         det = row["detection"]
         figures = (f"{det['pixel']['f1']:>10.4f}{det['words']['recall']:>8.3f}"
                    f"{det['words']['precision']:>8.3f}")
         if name == "fp32":
-            lines.append(f"{'FP32 (optimized)':<30}{'':>14}{'':>12}{'':>14}{'':>12}{figures}")
+            lines.append(f"{'FP32 (optimized)':<38}{'':>14}{'':>12}{'':>14}{'':>12}{figures}")
             continue
         q, v, same = row["quantize"], row["verify_on_images"], row["against_fp32"]["same_words"]
-        lines.append(f"{'FP16 ' + name:<30}{q['verdict']:>14}{q['cosine']:>12.6f}"
+        lines.append(f"{'FP16 ' + name:<38}{q['verdict']:>14}{q['cosine']:>12.6f}"
                      f"{v['verdict']:>14}{v['cosine']:>12.6f}{figures}{str(same):>14}")
         for output, why in q["degenerate"].items():
             lines.append(f"    quantize gate: '{output}' degenerate ({why})")
