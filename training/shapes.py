@@ -28,7 +28,7 @@ import torch
 
 from edgefuse._files import atomic_output, write_text
 from edgefuse.models import shapes
-from edgefuse.models._trained import load_trained
+from edgefuse.models._trained import WEIGHTS_DIR, load_trained
 from edgefuse.models.deeplabv3plus import deeplabv3plus_shapes
 from edgefuse.models.yolov8 import yolov8_shapes
 from edgefuse.vision.scenes import CLASSES, SAMPLE_CLIP, SceneGenerator
@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--held-out", type=int, help="held-out scenes to evaluate on")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--workers", type=int, default=1, help="scene-generating processes")
-    parser.add_argument("--out", type=Path, default=shapes.WEIGHTS_DIR,
+    parser.add_argument("--out", type=Path, default=WEIGHTS_DIR,
                         help="folder for the weights and shapes.json")
     parser.add_argument("--clip-out", type=Path, default=SAMPLE_CLIP, help="the sample clip file")
     return parser
@@ -101,7 +101,8 @@ def _model(task: str, args: argparse.Namespace, command: str) -> None:
     model, wall = train(plan, lambda line: print(line, flush=True))
     weights = args.out / f"{name}.pt"
     _save_fp16(model, weights)
-    shipped = load_trained((yolov8_shapes if task == "detect" else deeplabv3plus_shapes)(), weights)
+    shipped = load_trained((yolov8_shapes if task == "detect" else deeplabv3plus_shapes)(), weights,
+                           f"python -m training.shapes --task {task}")
     started = time.perf_counter()
     if task == "detect":
         metrics = evaluate_detector(shipped, args.scene_seed, held_out)

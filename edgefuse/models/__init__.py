@@ -1,9 +1,9 @@
 """Built-in models: real architectures with seeded weights, for tests, benchmarks and the demo.
 
 Each factory returns the full-size model in eval mode, so it can be named on the command line:
-``edgefuse convert edgefuse.models:resnet50``. Two are trained, not seeded: ``shapes_yolov8`` and
+``edgefuse convert edgefuse.models:resnet50``. Three are trained, not seeded: ``shapes_yolov8`` and
 ``shapes_deeplabv3plus``, the camera apps' default models (``entry.app_info()`` says how to run
-them). ``CATALOGUE``/``get_entry`` describe every model
+them), and ``dbnet_text``, a text detector. ``CATALOGUE``/``get_entry`` describe every model
 (task, input and output shapes, a ``tiny`` variant for fast tests). Importing this package does not
 import torch; building a model does.
 """
@@ -66,9 +66,16 @@ def shapes_deeplabv3plus() -> nn.Module:
     return get_entry("shapes_deeplabv3plus").build()
 
 
+def dbnet_text() -> nn.Module:
+    """DBNet text detector (MobileNetV2 x0.5, PP-OCR's DBFPN and DB head) trained on generated
+    text, 1x3x160x160 (RGB, ImageNet mean/std) -> [1, 1, 160, 160] text probability."""
+    return get_entry("dbnet_text").build()
+
+
 __all__ = [
     "CATALOGUE",
     "ModelEntry",
+    "dbnet_text",
     "deeplabv3plus_mobilenetv2",
     "deeplabv3plus_resnet50",
     "get_entry",

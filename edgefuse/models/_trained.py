@@ -17,14 +17,17 @@ from edgefuse.errors import ModelLoadError, Ref
 if TYPE_CHECKING:
     from torch import nn
 
+WEIGHTS_DIR = Path(__file__).with_name("weights")
 
-def load_trained(module: nn.Module, path: Path) -> nn.Module:
-    """Load the state_dict file ``path`` into ``module`` (fp16 values widened); eval mode."""
+
+def load_trained(module: nn.Module, path: Path, trainer: str) -> nn.Module:
+    """Load the state_dict file ``path`` into ``module`` (fp16 values widened); eval mode.
+    ``trainer`` is the command that trains the weights again (for the hints)."""
     torch = require_torch(f"loading the trained weights '{path.name}'")
     if not path.is_file():
         raise ModelLoadError(
             f"the trained weights '{path}' are missing",
-            hint="reinstall edgefuse, or train them: python -m training.shapes --task all",
+            hint=f"reinstall edgefuse, or train them again: {trainer}",
             reference=Ref.MISSING_TRAINED_WEIGHTS,
         )
     state = torch.load(path, map_location="cpu", weights_only=True)
@@ -40,7 +43,7 @@ def load_trained(module: nn.Module, path: Path) -> nn.Module:
             f"the trained weights '{path}' do not fit the model's layout",
             context=str(exc).splitlines()[0],
             hint="the weights and the code are from different versions: reinstall edgefuse, "
-            "or retrain with python -m training.shapes",
+            f"or train them again: {trainer}",
             reference=Ref.TRAINED_WEIGHTS_MISMATCH,
         ) from None
     return module.eval()

@@ -5,11 +5,13 @@ a mobile net, two segmenters, three detector generations) without downloading we
 needs a ``tiny`` miniature with the same operators, heads and output layout so the test-suite can
 push every architecture through every stage in seconds.
 
-Two entries are trained rather than seeded (``shapes_yolov8``, ``shapes_deeplabv3plus``, the camera
-apps' default models, see ``shapes.py``): their full variant loads the shipped weights and ignores
-the seed; their tiny variant is the same architecture on a smaller input with seeded weights, like
-every other tiny variant, so the suite can push them through every stage without reading a file and
-with the tiny variants' promise (seeded, non-trivial BatchNorm statistics) true for every entry.
+Three entries are trained rather than seeded (``shapes_yolov8``, ``shapes_deeplabv3plus``, the
+camera apps' default models, see ``shapes.py``; ``dbnet_text``, a text detector trained on generated
+text by ``python -m training.text_detector``): their full variant loads the shipped weights and
+ignores the seed; their tiny variant is the same architecture on a smaller input with seeded
+weights, like every other tiny variant, so the suite can push them through every stage without
+reading a file and with the tiny variants' promise (seeded, non-trivial BatchNorm statistics) true
+for every entry.
 
 Importing this module needs no PyTorch (the CLI lists the names on a board without it); ``build``
 imports torch and the model's family module when called.
@@ -24,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgefuse._deps import require_torch
 from edgefuse.errors import InputError, Ref
-from edgefuse.models import shapes
-from edgefuse.models._trained import load_trained
+from edgefuse.models import _trained, shapes
 
 if TYPE_CHECKING:
     from torch import nn
@@ -47,6 +48,7 @@ class ModelEntry:
     output_layout: str
     builder: str  # "edgefuse.models.<family>:<function>"; function(variant) -> nn.Module
     weights: str | None = None  # trained full variant: a file in edgefuse/models/weights
+    trainer: str | None = None  # trained: the module (and arguments) that trains the weights
     app: Callable[[], dict[str, Any]] | None = None  # trained: its application info
 
     def shapes(self, variant: str = "full") -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -64,14 +66,17 @@ class ModelEntry:
         A trained entry's full variant loads its shipped weights instead (``seed`` is unused).
         """
         input_shape, _ = self.shapes(variant)
-        require_torch(f"building the catalogue model '{self.name}'")
+        torch = require_torch(f"building the catalogue model '{self.name}'")
         # _weights imports torch at its top: it loads only once torch is known to be here.
         from edgefuse.models._weights import build_seeded  # noqa: PLC0415
 
         module_name, _, function = self.builder.partition(":")
         factory = getattr(importlib.import_module(module_name), function)
         if variant == "full" and self.weights is not None:
-            return load_trained(factory(variant), shapes.WEIGHTS_DIR / self.weights)
+            with torch.random.fork_rng(devices=[]):  # construction draws default weights
+                module = factory(variant)
+            return _trained.load_trained(module, _trained.WEIGHTS_DIR / self.weights,
+                                         f"python -m {self.trainer}")
         return build_seeded(lambda: factory(variant), seed=seed, calibration_shape=input_shape)
 
     def app_info(self) -> dict[str, Any]:
@@ -185,6 +190,7 @@ CATALOGUE: dict[str, ModelEntry] = {
             output_layout="[1,10,N] xywh(pixels)+6 shape classes, sigmoid scores, strides 8,16,32",
             builder="edgefuse.models.yolov8:yolov8_shapes",
             weights="shapes_yolov8.pt",
+            trainer="training.shapes --task detect",
             app=shapes.detector_app_info,
         ),
         ModelEntry(
@@ -197,7 +203,20 @@ CATALOGUE: dict[str, ModelEntry] = {
             output_layout="[1,7,H,W] logits of background + 6 shape classes at input resolution",
             builder="edgefuse.models.deeplabv3plus:deeplabv3plus_shapes",
             weights="shapes_deeplabv3plus.pt",
+            trainer="training.shapes --task segment",
             app=shapes.segmenter_app_info,
+        ),
+        ModelEntry(
+            name="dbnet_text",
+            task="segment",
+            input_shape=(1, 3, 160, 160),
+            tiny_input_shape=(1, 3, 64, 64),
+            output_shape=(1, 1, 160, 160),
+            tiny_output_shape=(1, 1, 64, 64),
+            output_layout="[1,1,H,W] text probability (sigmoid applied) at input resolution",
+            builder="edgefuse.models.dbnet:dbnet_text",
+            weights="dbnet_text.pt",
+            trainer="training.text_detector",
         ),
     )
 }

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from edgefuse.errors import ModelLoadError, Ref
+from edgefuse.models._trained import WEIGHTS_DIR
 
 NUM_CLASSES = 6  # len(edgefuse.vision.scenes.CLASSES); the record names them
 DETECTOR_INPUT = (256, 256)
@@ -29,7 +30,6 @@ SEGMENTER_WIDTH = 0.35
 SEGMENTER_RATES = (3, 6, 9)  # output stride 16 on 256 pixels is a 16x16 map: 6/12/18 reach padding
 SEGMENTER_ASPP_CHANNELS, SEGMENTER_PROJECT_CHANNELS = 64, 16
 
-WEIGHTS_DIR = Path(__file__).with_name("weights")
 RECORD_FILE = WEIGHTS_DIR / "shapes.json"
 DETECTOR, SEGMENTER = "shapes_yolov8", "shapes_deeplabv3plus"
 

@@ -71,6 +71,7 @@ def test_catalogue_names_and_factories(tiny_models):
             "yolov8n",
             "shapes_yolov8",
             "shapes_deeplabv3plus",
+            "dbnet_text",
         ]
     )
     for name, entry in CATALOGUE.items():
@@ -91,6 +92,7 @@ def test_catalogue_names_and_factories(tiny_models):
         ("yolov8n", (1, 84, 8400), (1, 84, 12 * 12 + 6 * 6 + 3 * 3)),
         ("shapes_yolov8", (1, 10, 1344), (1, 10, 12 * 12 + 6 * 6 + 3 * 3)),
         ("shapes_deeplabv3plus", (1, 7, 256, 256), (1, 7, 128, 128)),
+        ("dbnet_text", (1, 1, 160, 160), (1, 1, 64, 64)),
     ],
 )
 def test_declared_output_shapes(name, full_out, tiny_out):

@@ -16,7 +16,7 @@ import edgefuse
 from edgefuse.errors import InputError, ModelLoadError
 from edgefuse.metrics.detect import Detections, average_precision, decode_yolo
 from edgefuse.metrics.segment import mean_iou
-from edgefuse.models import CATALOGUE, get_entry, shapes
+from edgefuse.models import CATALOGUE, _trained, get_entry, shapes
 from edgefuse.reference.onnx_runner import run_onnx
 from edgefuse.vision.scenes import CLASSES, SAMPLE_CLIP, SceneGenerator
 from tests.needs import optional
@@ -59,8 +59,7 @@ def test_trained_entries_in_the_catalogue(name, task, output):
 
 
 def test_shipped_files_fit_their_budgets(record):
-    weights = [shapes.WEIGHTS_DIR / entry.weights for entry in CATALOGUE.values() if entry.weights]
-    assert len(weights) == 2
+    weights = [_trained.WEIGHTS_DIR / f"{name}.pt" for name in (shapes.DETECTOR, shapes.SEGMENTER)]
     assert sum(path.stat().st_size for path in weights) <= 10 * 2**20
     for path in weights:
         assert record["models"][path.stem]["bytes"] == path.stat().st_size
@@ -155,7 +154,7 @@ def test_trained_segmenter_labels_the_pixels_of_held_out_scenes(torch, record):
 
 
 def test_weights_ship_as_fp16_and_load_widened(torch):
-    state = torch.load(shapes.WEIGHTS_DIR / "shapes_yolov8.pt", weights_only=True)
+    state = torch.load(_trained.WEIGHTS_DIR / "shapes_yolov8.pt", weights_only=True)
     floats = [value for value in state.values() if value.is_floating_point()]
     assert floats and all(value.dtype == torch.float16 for value in floats)
     model = get_entry("shapes_yolov8").build()
@@ -164,10 +163,10 @@ def test_weights_ship_as_fp16_and_load_widened(torch):
 
 
 def test_missing_weights_are_an_installation_error(monkeypatch, tmp_path, torch):
-    monkeypatch.setattr(shapes, "WEIGHTS_DIR", tmp_path)
+    monkeypatch.setattr(_trained, "WEIGHTS_DIR", tmp_path)
     with pytest.raises(ModelLoadError, match="shapes_deeplabv3plus.pt' are missing") as info:
         get_entry("shapes_deeplabv3plus").build()
-    assert "python -m training.shapes" in info.value.hint
+    assert "python -m training.shapes --task segment" in info.value.hint
 
 
 def test_trained_detector_converts_to_the_yolov8_layout(detector, torch):
