@@ -19,6 +19,7 @@ def test_readme_opens_with_demo_and_test_commands():
     assert demo.endswith("edgefuse demo")
     assert tests.endswith("python -m pytest tests")
     assert "pip install torch==2.13.0" in demo and "pip install torch==2.13.0" in tests
+    assert "'.[torch,vision]'" in demo  # the demo exports with torch and reads the clip with cv2
 
 
 def test_ci_runs_the_readme_test_command():

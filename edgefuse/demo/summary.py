@@ -28,10 +28,10 @@ def render(outcomes: list[ModelOutcome]) -> str:
         ("nodes: export / convert / optimize", ["{} / {} / {}".format(*o.prepared.nodes)
                                                 for o in outcomes]),
         ("BatchNorm folded", [str(o.prepared.batchnorms_folded) for o in outcomes]),
-        ("parity: optimized vs export (cosine)", [f"{o.prepared.parity_cosine:.6f}"
+        ("parity: optimized vs export (cosine)", [f"{o.prepared.parity_cosine:.7f}"
                                                   for o in outcomes]),
         ("FP16 gate (cosine, clip frames)", [
-            f"{o.prepared.fp16_cosine:.5f} {'PASSED' if o.prepared.fp16_passed else 'FAILED'}"
+            f"{o.prepared.fp16_cosine:.7f} {'PASSED' if o.prepared.fp16_passed else 'FAILED'}"
             for o in outcomes]),
         ("kept FP32", [", ".join(o.prepared.kept_fp32) or "nothing" for o in outcomes]),
         ("on the clip's ground truth: FP32 -> FP16", [

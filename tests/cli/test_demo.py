@@ -44,6 +44,9 @@ def test_demo_passes_its_gates_and_prints_the_summary(demo):
     assert re.search(r"AP50 [01]\.\d{3} -> [01]\.\d{3}", printed)
     assert re.search(r"mIoU [01]\.\d{3} -> [01]\.\d{3}", printed)
     assert "compile.sh (no ATC here)" in printed
+    # no board here: both apps ran their FP16 builds on the simulated board, and said so
+    assert len(re.findall(r"\d+ \(\d+\) on sim", printed)) == 2, printed
+    assert "WARNING" not in printed
 
 
 def test_optimize_folds_every_batchnorm_of_the_export_and_keeps_its_outputs(demo):
