@@ -22,13 +22,14 @@ from collections.abc import Callable, Iterator
 import cv2
 import numpy as np
 
+from edgefuse.vision import preprocess
 from edgefuse.vision.scenes import Scene, SceneGenerator
 
 SCENE_SIZES = ((256, 256), (240, 320), (180, 320), (320, 240))
 HELD_OUT_START = 10_000_000
 PAD_VALUE = 114
-IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+IMAGENET_MEAN = np.array(preprocess.IMAGENET_MEAN, dtype=np.float32)
+IMAGENET_STD = np.array(preprocess.IMAGENET_STD, dtype=np.float32)
 
 
 @functools.cache

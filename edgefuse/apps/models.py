@@ -16,11 +16,10 @@ from edgefuse._deps import require_torch
 from edgefuse.convert import convert
 from edgefuse.errors import InputError, Ref
 from edgefuse.models.catalogue import CATALOGUE, VARIANTS, ModelEntry
-from edgefuse.models.shapes import IMAGENET_MEAN, IMAGENET_STD
 from edgefuse.runtime import ModelSource, resolve_source
 from edgefuse.vision.model import app_info_of
 from edgefuse.vision.model_info import AppInfo, Postprocess
-from edgefuse.vision.preprocess import Preprocess
+from edgefuse.vision.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 _LAYOUT_OF_CATALOGUE = {"yolov3": "yolov5", "yolov5s": "yolov5", "yolov8n": "yolov8"}
 

@@ -16,6 +16,8 @@ import dataclasses
 
 import numpy as np
 
+from edgefuse.vision.nms import nms
+
 IOU_THRESHOLDS = np.round(np.arange(0.5, 0.951, 0.05), 2)
 RECALL_POINTS = np.linspace(0.0, 1.0, 101)
 # YOLOv5's non_max_suppression bounds on box sides in pixels (utils/general.py: min_wh, max_wh):
@@ -121,30 +123,6 @@ def _class_ap(predictions, ground_truth, cls: int, max_detections: int) -> np.nd
     return result
 
 
-def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
-    """Greedy NMS: indices kept, highest score first (ties: lower index first)."""
-    order = np.argsort(-np.asarray(scores), kind="mergesort")
-    keep = []
-    while order.size:
-        best = order[0]
-        keep.append(best)
-        if order.size == 1:
-            break
-        ious = box_iou(boxes[best:best + 1], boxes[order[1:]])[0]
-        order = order[1:][ious <= iou_threshold]
-    return np.asarray(keep, dtype=np.int64)
-
-
-def batched_nms(boxes, scores, classes, iou_threshold: float) -> np.ndarray:
-    """Class-aware NMS (boxes of different classes never suppress each other)."""
-    keep = [np.nonzero(classes == c)[0][nms(boxes[classes == c], scores[classes == c],
-                                             iou_threshold)] for c in np.unique(classes)]
-    if not keep:
-        return np.zeros(0, dtype=np.int64)
-    merged = np.concatenate(keep)
-    return merged[np.argsort(-scores[merged], kind="mergesort")]
-
-
 def decode_yolo(
     output: np.ndarray,
     *,
@@ -179,7 +157,7 @@ def decode_yolo(
         keep = (scores > conf_threshold) & np.all((sides >= min_wh) & (sides <= max_wh), axis=1)
         boxes = _xywh_to_xyxy(rows[keep, :4])
         scores, classes = scores[keep], classes[keep]
-        chosen = batched_nms(boxes, scores, classes, iou_threshold)[:max_detections]
+        chosen = nms(boxes, scores, iou_threshold, classes, max_det=max_detections)
         images.append(Detections(boxes[chosen], scores[chosen], classes[chosen]))
     return images
 

@@ -29,7 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from edgefuse.models.mobilenet import TINY_SETTING, ConvBNReLU6, InvertedResidual, make_divisible
-from edgefuse.vision.preprocess import Preprocess
+from edgefuse.vision.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 # The stage (index into the MobileNetV2 setting) after which each output stride is reached.
 _TAPS = {4: 1, 8: 2, 16: 4, 32: 6}
@@ -132,9 +132,7 @@ TINY_WIDTH = 0.25
 # How the trained detector's input is made (PP-OCR's NormalizeImage): RGB pixels / 255, then the
 # ImageNet mean and std; its training images are drawn at the input size (height, width).
 INPUT_SIZE = (160, 160)
-MEAN = (0.485, 0.456, 0.406)
-STD = (0.229, 0.224, 0.225)
-PREPROCESS = Preprocess(size=INPUT_SIZE, resize="stretch", mean=MEAN, std=STD)
+PREPROCESS = Preprocess(size=INPUT_SIZE, resize="stretch", mean=IMAGENET_MEAN, std=IMAGENET_STD)
 
 
 def dbnet_text(variant: str = "full") -> DBNet:

@@ -21,6 +21,7 @@ from typing import Any
 
 from edgefuse.errors import ModelLoadError, Ref
 from edgefuse.models._trained import WEIGHTS_DIR
+from edgefuse.vision.preprocess import IMAGENET_MEAN, IMAGENET_STD
 
 NUM_CLASSES = 6  # len(edgefuse.vision.scenes.CLASSES); the record names them
 DETECTOR_INPUT = (256, 256)
@@ -33,8 +34,6 @@ SEGMENTER_ASPP_CHANNELS, SEGMENTER_PROJECT_CHANNELS = 64, 16
 RECORD_FILE = WEIGHTS_DIR / "shapes.json"
 DETECTOR, SEGMENTER = "shapes_yolov8", "shapes_deeplabv3plus"
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def detector_preprocess() -> dict[str, Any]:

@@ -36,6 +36,9 @@ RESIZES = ("letterbox", "stretch")
 COLORS = ("RGB", "BGR")
 LAYOUTS = ("NCHW", "NHWC")
 DTYPES = ("float32", "float16", "uint8")
+# The ImageNet statistics that torchvision-style and PP-OCR models normalise RGB in [0, 1] with.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 _REF = Ref.BAD_PREPROCESS
 
 

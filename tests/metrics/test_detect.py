@@ -1,4 +1,4 @@
-"""COCO-style AP, NMS and YOLO decoding against hand-computed cases."""
+"""COCO-style AP and YOLO decoding against hand-computed cases (NMS: tests/vision/test_nms.py)."""
 
 import numpy as np
 import pytest
@@ -6,10 +6,8 @@ import pytest
 from edgefuse.metrics.detect import (
     Detections,
     average_precision,
-    batched_nms,
     box_iou,
     decode_yolo,
-    nms,
 )
 
 pytestmark = pytest.mark.unit
@@ -78,14 +76,6 @@ def test_detections_merge_across_images_by_score():
 def test_no_ground_truth_gives_no_score():
     result = average_precision([_det([[0, 0, 1, 1]])], [_det(np.zeros((0, 4)))])
     assert result["AP50"] is None and result["ground_truth_boxes"] == 0
-
-
-def test_nms_suppresses_overlaps_within_a_class_only():
-    boxes = np.array([[0, 0, 10, 10], [1, 0, 11, 10], [30, 30, 40, 40], [1, 0, 11, 10]], float)
-    scores = np.array([0.9, 0.8, 0.7, 0.6])
-    assert nms(boxes, scores, 0.45).tolist() == [0, 2]
-    classes = np.array([0, 0, 0, 1])
-    assert batched_nms(boxes, scores, classes, 0.45).tolist() == [0, 2, 3]
 
 
 def test_decode_yolov5_and_yolov8_layouts():
