@@ -19,7 +19,7 @@ back) on a [1, 84, 8400] YOLOv8 output, 80 classes: a realistic one (20 objects,
 tens of anchors; background scores from sigmoid(N(-6, 1.5))) and the worst case (uniform random
 scores: all 8400 anchors are candidates). Gate: median < 2 ms on the realistic output. NMS
 alone is also timed beside OpenCV's C++ ``cv2.dnn.NMSBoxesBatched`` on the same candidates
-(same kept boxes, tests/unit/vision/test_nms.py), the peer a numpy NMS has to answer to.
+(same kept boxes, tests/vision/test_nms.py), the peer a numpy NMS has to answer to.
 
 Part 3, ``--soak N``: N frames through the detection pipeline (the clip looped, re-decoded each
 time, into an mp4 and JSON Lines), resident memory sampled every 250 frames; growth is measured

@@ -31,7 +31,7 @@ from edgefuse.optimize.rule import NOT_APPLICABLE
 RULE_TAG = "edgefuse.rule"
 
 # The matcher's own words when a matched node's output is read outside the pattern (pinned by
-# tests/unit/optimize/test_engine.py, so an onnxscript upgrade that rewords it fails loudly).
+# tests/optimize/test_engine.py, so an onnxscript upgrade that rewords it fails loudly).
 _OTHER_USES = "Matched nodes have other uses preventing replacement."
 _OTHER_USES_REASON = "an intermediate value has consumers outside the pattern"
 
