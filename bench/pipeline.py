@@ -2,17 +2,18 @@
 throughput, the serial loop beside it, NMS on a YOLOv8-sized output, and a memory soak.
 
 Part 1, pipeline (one process, one session per case, ONNX Runtime CPU with ``--threads``; the
-catalogue models are exported once by ``edgefuse convert`` in a child process and cached under
-bench/results/models, so PyTorch is not loaded where anything is measured): the model-only
-throughput is ``session.run`` in a loop on one preprocessed frame of the clip, the
-ceiling; the pipeline is the app as users run it (the sample clip decoded, letterboxed, inferred,
-decoded, drawn into an mp4 and logged to JSON Lines, stages on threads); the serial loop is the
-same stages in one thread, as most reference apps run them. The three alternate in rotating
-order for ``--reps`` repetitions; each is reported as its median, the ratios as medians of the
-ratios within a repetition (paired, so the machine's drift cancels). Gate: pipeline >= 0.85 x
+trained shapes models run on the package's sample clip (320 x 240, the demo's), the full-size
+catalogue models on a drawn 640 x 480 clip; the catalogue models are exported once by ``edgefuse
+convert`` in a child process and cached under bench/results/models, so PyTorch is not loaded where
+anything is measured): the model-only throughput is ``session.run`` in a loop on one preprocessed
+frame of the clip, the ceiling; the pipeline is the app as users run it (the sample clip decoded,
+letterboxed, inferred, decoded, drawn into an mp4 and logged to JSON Lines, stages on threads); the
+serial loop is the same stages in one thread, as most reference apps run them. The three alternate
+in rotating order for ``--reps`` repetitions; each is reported as its median, the ratios as medians
+of the ratios within a repetition (paired, so the machine's drift cancels). Gate: pipeline >= 0.85 x
 model-only on every case with a real session. The "(stand-in)" cases replace the session by
-``StandIn``, which sleeps for the CPU session's latency and replays its outputs: inference off
-the host CPU, as on the board's NPU, where pipelining shows what it overlaps.
+``StandIn``, which sleeps for the CPU session's latency and replays its outputs: inference off the
+host CPU, as on the board's NPU, where pipelining shows what it overlaps.
 
 Part 2, NMS: ``edgefuse.vision.detect.decode`` (candidate filter + class-aware NMS + mapping
 back) on a [1, 84, 8400] YOLOv8 output, 80 classes: a realistic one (20 objects, each lighting
@@ -30,7 +31,7 @@ from the end of the warm-up (the first 10 %, at least 500 frames) to the end. Ga
     python -m bench.pipeline --cases ''           # part 2 only
     python -m bench.pipeline --soak 10000         # part 3 only
 
-The sample clip (bench/results/sample_clip.mp4, 640 x 480, 30 fps) is drawn here with OpenCV:
+The drawn clip (bench/results/sample_clip.mp4, 640 x 480, 30 fps) is drawn here with OpenCV:
 moving circles and squares over a noisy gradient. Prints a table and writes
 bench/results/pipeline.json (pipeline_soak.json for the soak).
 """
@@ -64,6 +65,7 @@ from edgefuse.vision.detect import candidates_yolov8, decode
 from edgefuse.vision.nms import nms
 from edgefuse.vision.pipeline import Pipeline
 from edgefuse.vision.preprocess import Geometry
+from edgefuse.vision.scenes import SAMPLE_CLIP
 from edgefuse.vision.sinks import CallbackSink, JsonlSink, VideoSink
 from edgefuse.vision.sources import open_source
 
@@ -78,6 +80,7 @@ class Case:
     model: str
     size: int
     offload: bool = False  # inference on an accelerator stand-in (see StandIn)
+    shipped_clip: bool = False  # the package's sample clip (the trained models' scenes)
 
     @property
     def name(self) -> str:
@@ -85,6 +88,8 @@ class Case:
 
 
 CASES = (
+    Case("detection", "shapes_yolov8", 256, shipped_clip=True),
+    Case("segmentation", "shapes_deeplabv3plus", 256, shipped_clip=True),
     Case("detection", "yolov8n", 320),
     Case("detection", "yolov8n", 640),
     Case("segmentation", "deeplabv3plus_mobilenetv2", 256),
@@ -459,8 +464,9 @@ def main() -> int:
         if cases:
             clip = sample_clip(CLIP)
             print(f"[pipeline] {clip.name}, {args.frames} frames x {args.reps} reps")
-            results["pipeline"] = [measure_case(c, clip, args.frames, args.reps, args.threads)
-                                   for c in cases]
+            results["pipeline"] = [
+                measure_case(c, SAMPLE_CLIP if c.shipped_clip else clip, args.frames, args.reps,
+                             args.threads) for c in cases]
         print("[nms]")
         results["nms"] = nms_bench(args.nms_runs)
     found = gates(results)
