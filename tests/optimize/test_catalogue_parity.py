@@ -102,13 +102,14 @@ def test_optimize_keeps_output_names_and_values_on_random_inputs(optimized):
 
 
 def test_the_parity_check_fails_on_a_perturbed_model(optimized):
-    """Outputs 0.1% too large keep cosine 1 and only the relative L2 gate sees them; 1% noise
-    on the Conv weights is what the cosine gate sees."""
+    """Outputs 0.1% too large keep cosine 1 and only the relative L2 gate sees them; 5% noise
+    on the Conv weights is what the cosine gate sees (a saturated sigmoid map, dbnet_text's,
+    keeps its cosine at 0.9999975 under 1% noise, which only the relative L2 gate sees)."""
     name, model, result = optimized
     scaled = agreement(model, with_scaled_outputs(result.model, 1.001), seed=7)
     assert all(cosine >= MIN_COSINE for cosine, _ in scaled.values()), scaled
     assert set(misses(scaled)) == set(scaled), f"{name}: {scaled}"
-    noisy = agreement(model, with_noisy_conv_weights(result.model, 1e-2), seed=7)
+    noisy = agreement(model, with_noisy_conv_weights(result.model, 5e-2), seed=7)
     assert any(cosine < MIN_COSINE for cosine, _ in noisy.values()), f"{name}: {noisy}"
 
 
