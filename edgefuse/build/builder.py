@@ -32,7 +32,7 @@ from typing import Any
 from edgefuse._files import publish_directory, temporary_directory_in, write_text
 from edgefuse.acl.ops.build import build_op_package
 from edgefuse.build.assemble import assemble
-from edgefuse.build.cache import Cache, Entry
+from edgefuse.build.cache import Cache, Entry, NotCached
 from edgefuse.build.digests import key_of, tool_versions
 from edgefuse.build.progress import ProgressPrinter, QueueDrain
 from edgefuse.build.reproducible import DEFAULT_EPOCH, write_tar_gz
@@ -192,6 +192,20 @@ def _build_models(models: list[ModelSpec], soc: str, cache: Cache, jobs: int,
                   printer: ProgressPrinter) -> list[ModelBuild]:
     failures: list[tuple[str, str, int]] = []
     builds: dict[str, ModelBuild] = {}
+    names = [model.name for model in models]
+    if jobs > 1:  # workers only for the models with something to build
+        pending = []
+        for model in models:
+            try:
+                found = _from_cache(model, soc, cache, printer)
+            except EdgefuseError as exc:
+                failures.append((model.name, exc.render(), exc.exit_code))
+                continue
+            if found is None:
+                pending.append(model)
+            else:
+                builds[model.name] = found
+        models = pending
     if jobs == 1 or len(models) <= 1:
         for model in models:
             try:
@@ -215,7 +229,20 @@ def _build_models(models: list[ModelSpec], soc: str, cache: Cache, jobs: int,
                         failures.append(value)
     if failures:
         raise _failed(failures)
-    return [builds[m.name] for m in models]
+    return [builds[name] for name in names]
+
+
+def _from_cache(model: ModelSpec, soc: str, cache: Cache,
+                printer: ProgressPrinter) -> ModelBuild | None:
+    """``model`` assembled from the cache alone, or None when a stage must be built."""
+    events: list[tuple[str, str, str, float]] = []
+    try:
+        found = build_model(model, soc, cache.cached_only(), lambda *event: events.append(event))
+    except NotCached:
+        return None
+    for event in events:
+        printer(*event)
+    return found
 
 
 def _failed(failures: list[tuple[str, str, int]]) -> EdgefuseError:

@@ -114,6 +114,10 @@ class Cache:
                 raise
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def cached_only(self) -> CachedOnly:
+        """This cache, read only: a stage that would have to be built raises ``NotCached``."""
+        return CachedOnly(self)
+
     def fetch(self, stage: str, key: str,
               produce: Callable[[Path], dict[str, Any]]) -> tuple[Entry, bool]:
         """(entry, True) from the cache, else (the entry ``produce`` made, False)."""
@@ -121,6 +125,25 @@ class Cache:
         if found is not None:
             return found, True
         return self.put(stage, key, produce), False
+
+
+class NotCached(Exception):
+    """A stage's result is not in the cache (raised by ``CachedOnly.fetch``)."""
+
+
+class CachedOnly:
+    """A cache view that only reads. Why: a fully cached model is assembled in a fraction of a
+    second, while a worker process to build it costs a Python start and edgefuse's imports."""
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+
+    def fetch(self, stage: str, key: str,
+              produce: Callable[[Path], dict[str, Any]]) -> tuple[Entry, bool]:
+        found = self._cache.get(stage, key)
+        if found is None:
+            raise NotCached(stage)
+        return found, True
 
 
 def _intact_record(folder: Path) -> dict[str, Any] | None:

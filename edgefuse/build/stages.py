@@ -34,7 +34,7 @@ from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.compile import compile_model
 from edgefuse.acl.build.precision import KeepFp32
 from edgefuse.apps.models import catalogue_info
-from edgefuse.build.cache import Cache, Entry
+from edgefuse.build.cache import Cache, CachedOnly, Entry
 from edgefuse.build.digests import key_of, tool_versions, tree_sha256
 from edgefuse.build.golden import GOLDEN_NPZ, record_golden
 from edgefuse.build.reproducible import DEFAULT_EPOCH
@@ -77,7 +77,8 @@ class ModelBuild:
     app: dict[str, Any] | None
 
 
-def build_model(model: ModelSpec, soc: str, cache: Cache, progress: Progress) -> ModelBuild:
+def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
+                progress: Progress) -> ModelBuild:
     """Every stage of ``model`` (see the module docstring); raises on a failed stage or gate."""
     entries: dict[str, Entry] = {}
     cached: dict[str, bool] = {}

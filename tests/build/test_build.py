@@ -206,6 +206,26 @@ def test_parallel_jobs_build_the_same_archive(small_build, tmp_path):
     assert parallel.archive_sha256 == small_build.outcome.archive_sha256
 
 
+def test_parallel_jobs_start_no_worker_for_what_the_cache_holds(small_build, tmp_path,
+                                                                 monkeypatch):
+    import edgefuse.build.builder as builder
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a worker pool was started for a fully cached build")
+
+    monkeypatch.setattr(builder.concurrent.futures, "ProcessPoolExecutor", no_pool)
+    again = build(small_build.spec_dir / "spec.yaml", tmp_path / "out", jobs=2,
+                  cache_dir=small_build.cache, progress=False)
+    assert again.rebuilt == [] and again.archive_sha256 == small_build.outcome.archive_sha256
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(small_build.spec_dir, spec_dir)
+    spec = spec_dir / "spec.yaml"
+    spec.write_text(spec.read_text().replace("verify: {samples: 1}\n",
+                                             "verify: {samples: 1, seed: 8}\n"))
+    changed = build(spec, tmp_path / "out2", jobs=2, cache_dir=small_build.cache, progress=False)
+    assert changed.rebuilt == ["cls"]  # the one model with work, built in this process
+
+
 def test_no_cache_rebuilds_every_stage(small_build, tmp_path):
     cache = tmp_path / "cache"
     shutil.copytree(small_build.cache, cache)
