@@ -355,6 +355,7 @@ def test_bad_input_is_refused_cleanly(bad, work, factories, capsys, monkeypatch)
     captured = capsys.readouterr()
     assert code == bad.code, captured.err
     assert "Traceback" not in captured.err
+    assert captured.err.count("error[") <= 1, captured.err  # no error nested in an error
     assert _matches(bad.match, captured.err + captured.out), captured.err
     assert _snapshot(work, bad.outputs) == before
     leftovers = [p.name for p in work.rglob(".*") if p.name.startswith((".result", ".build"))]
