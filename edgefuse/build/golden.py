@@ -47,8 +47,9 @@ def _source(build: Path, host_onnx: Path | None) -> ModelSource:
     return dataclasses.replace(source, onnx=host_onnx) if host_onnx is not None else source
 
 
-def _sim_options(soc: str | None) -> dict[str, Any]:
+def _sim_options(source: ModelSource) -> dict[str, Any]:
     """``sim`` simulates the build's own soc (other backends ignore the option)."""
+    soc = source.manifest.soc if source.manifest is not None else None
     return {"soc": soc} if soc else {}
 
 
@@ -59,8 +60,9 @@ def record_golden(build_dir: str | os.PathLike[str], out_path: str | os.PathLike
     JSON twin (same stem, ``.json``); returns the JSON record. ``host_onnx``: see ``_source``."""
     build = Path(build_dir)
     manifest = read_manifest(build)
-    with open_session(_source(build, host_onnx), backends=(backend,), strict=True,
-                      threads=1, **_sim_options(manifest.soc)) as session:
+    source = _source(build, host_onnx)
+    with open_session(source, backends=(backend,), strict=True, threads=1,
+                      **_sim_options(source)) as session:
         feeds = feed_set(session.inputs, None, seed=seed)[0]
         outputs = session.run(feeds)
         used = session.backend
@@ -128,8 +130,9 @@ def check_golden(build_dir: Path, npz_path: Path, backends: Sequence[str],
     The gate is ``SAME_BACKEND_MIN_COSINE`` on the recording's backend, ``board_min_cosine``
     (the model's FP16 gate) on any other."""
     inputs, expected, record = load_golden(npz_path)
-    with open_session(_source(build_dir, host_onnx), backends=tuple(backends), threads=1,
-                      **_sim_options(read_manifest(build_dir).soc)) as session:
+    source = _source(build_dir, host_onnx)
+    with open_session(source, backends=tuple(backends), threads=1,
+                      **_sim_options(source)) as session:
         actual = session.run(inputs)
         used = session.backend
     minimum = SAME_BACKEND_MIN_COSINE if used == record["backend"] else board_min_cosine
