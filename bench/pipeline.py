@@ -15,12 +15,12 @@ model-only on every case with a real session. The "(stand-in)" cases replace the
 ``StandIn``, which sleeps for the CPU session's latency and replays its outputs: inference off the
 host CPU, as on the board's NPU, where pipelining shows what it overlaps.
 
-Part 2, NMS: ``edgefuse.vision.detect.decode`` (candidate filter + class-aware NMS + mapping
+Part 2, NMS: ``edgefuse.vision.detect.decode.decode`` (candidate filter + class-aware NMS + mapping
 back) on a [1, 84, 8400] YOLOv8 output, 80 classes: a realistic one (20 objects, each lighting
 tens of anchors; background scores from sigmoid(N(-6, 1.5))) and the worst case (uniform random
 scores: all 8400 anchors are candidates). Gate: median < 2 ms on the realistic output. NMS
 alone is also timed beside OpenCV's C++ ``cv2.dnn.NMSBoxesBatched`` on the same candidates
-(same kept boxes, tests/vision/test_nms.py), the peer a numpy NMS has to answer to.
+(same kept boxes, tests/test_nms.py), the peer a numpy NMS has to answer to.
 
 Part 3, ``--soak N``: N frames through the detection pipeline (the clip looped, re-decoded each
 time, into an mp4 and JSON Lines), resident memory sampled every 250 frames; growth is measured
@@ -60,14 +60,14 @@ from edgefuse.apps.detection import make_detector
 from edgefuse.apps.models import catalogue_info
 from edgefuse.apps.segmentation import make_segmenter
 from edgefuse.models.catalogue import get_entry
+from edgefuse.nms import nms
+from edgefuse.preprocess import Geometry
 from edgefuse.runtime import open_session, resolve_source
-from edgefuse.vision.detect import candidates_yolov8, decode
-from edgefuse.vision.nms import nms
-from edgefuse.vision.pipeline import Pipeline
-from edgefuse.vision.preprocess import Geometry
-from edgefuse.vision.scenes import SAMPLE_CLIP
-from edgefuse.vision.sinks import CallbackSink, JsonlSink, VideoSink
-from edgefuse.vision.sources import open_source
+from edgefuse.vision.detect.decode import candidates_yolov8, decode
+from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
+from edgefuse.vision.streams.pipeline import Pipeline
+from edgefuse.vision.streams.sinks import CallbackSink, JsonlSink, VideoSink
+from edgefuse.vision.streams.sources import open_source
 
 GATES = {"pipeline_ratio": 0.85, "nms_ms": 2.0, "soak_growth_pct": 5.0}
 CLIP = RESULTS / "sample_clip.mp4"

@@ -36,6 +36,7 @@ import onnx
 from bench._harness import RESULTS
 from edgefuse.convert import convert
 from edgefuse.metrics.text import word_scores
+from edgefuse.model_info import AppInfo, embed, from_onnx
 from edgefuse.models import get_entry
 from edgefuse.models.dbnet import PREPROCESS
 from edgefuse.optimize import optimize
@@ -43,9 +44,8 @@ from edgefuse.quantize import DEFAULT_MIN_COSINE, DEFAULT_SAMPLES, quantize
 from edgefuse.reference.compare import NEAR_ZERO
 from edgefuse.reference.feeds import calibration_preprocess, feed_set, input_specs
 from edgefuse.verify import verify
-from edgefuse.vision.model_info import AppInfo, embed, from_onnx
-from edgefuse.vision.text_boxes import text_boxes
-from edgefuse.vision.text_scenes import text_scene, write_text_images
+from edgefuse.vision.detect.text_boxes import text_boxes
+from edgefuse.vision.scenes.text import text_scene, write_text_images
 from training.text_detector import score_maps
 
 WORK = RESULTS / "text_detector"

@@ -9,8 +9,9 @@ reference a board run is checked against (``edgefuse verify --against golden.npz
 recording or the backend checked carries the board's FP16 numerics, the FP32 gate otherwise.
 
 Frames (``--frames DIR``) go through the build's own preprocessing as the apps do it
-(``edgefuse.vision.model.prepare_frame``): an AIPP build gets the uint8 frame (NV12/NV21 bytes for
-a YUV420SP build) and the board does the rest; another model gets its preprocessing record.
+(``edgefuse.vision.model.adapter.prepare_frame``): an AIPP build gets the uint8 frame (NV12/NV21
+bytes for a YUV420SP build) and the board does the rest; another model gets its preprocessing
+record.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ from edgefuse._checks import non_negative_number, number_in
 from edgefuse._version import __version__
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import MANIFEST_NAME
+from edgefuse.model_info import AppInfo
 from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.reference.compare import Gate, compare_outputs, degenerate_outputs
 from edgefuse.reference.recording import BOARD_NUMERICS, Recording, load_recording, make_recording
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
 from edgefuse.verify import DEFAULT_FP16_MIN_COSINE, DEFAULT_MIN_COSINE, VerifyResult
-from edgefuse.vision.model import app_info_of, plan_input, prepare_frame
-from edgefuse.vision.model_info import AppInfo
-from edgefuse.vision.sources import open_source
+from edgefuse.vision.model.adapter import app_info_of, plan_input, prepare_frame
+from edgefuse.vision.streams.sources import open_source
 
 Model = str | os.PathLike[str] | onnx.ModelProto | ModelSource
 

@@ -25,23 +25,20 @@ PACKAGE = ROOT / "edgefuse"
 # own layer and the layers below. Folder names carry the architecture: reference/ is host ground
 # truth under every stage, acl/build/{soc,aipp,opsupport,precision}, acl/atc and acl/ops are the
 # Ascend knowledge the stages consult, acl/build/{prepare,compile} is the compile stage,
-# acl/session + fallback/ are the backends that runtime dispatches to, vision's image arithmetic
-# sits with the contracts while its sessions, sources, sinks and pipeline sit above the runtime,
-# and the apps and the demo are programs over all of it.
+# acl/session + fallback/ are the backends that runtime dispatches to, the records that travel
+# with a model (preprocess, model_info) are contracts every stage reads, the camera library
+# (vision/, one sub-package per job) sits above the runtime, and the apps and the demo are
+# programs over all of it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaf", ("edgefuse._version", "edgefuse.errors", "edgefuse._deps", "edgefuse._files",
-              "edgefuse._graph_walk", "edgefuse._ort", "edgefuse._quiet", "edgefuse._checks")),
+              "edgefuse._graph_walk", "edgefuse._ort", "edgefuse._quiet", "edgefuse._checks",
+              "edgefuse._cv", "edgefuse._records", "edgefuse.nms")),
     ("contracts", ("edgefuse.session", "edgefuse.manifest", "edgefuse.model_source",
+                   "edgefuse.preprocess", "edgefuse.model_info",
                    "edgefuse.metrics", "edgefuse.models", "edgefuse.acl.build.aipp",
                    "edgefuse.acl.build.soc", "edgefuse.acl.build.opsupport",
                    "edgefuse.acl.build.precision", "edgefuse.acl.atc", "edgefuse.acl.ops",
-                   "edgefuse.acl.return_codes", "edgefuse.acl.gears", "edgefuse.vision._cv",
-                   "edgefuse.vision._records",
-                   "edgefuse.vision.preprocess", "edgefuse.vision.nms", "edgefuse.vision.detect",
-                   "edgefuse.vision.segment", "edgefuse.vision.palette", "edgefuse.vision.draw",
-                   "edgefuse.vision.model_info", "edgefuse.vision.frames",
-                   "edgefuse.vision.stats", "edgefuse.vision.scenes",
-                   "edgefuse.vision.text_scenes", "edgefuse.vision.text_boxes")),
+                   "edgefuse.acl.return_codes", "edgefuse.acl.gears")),
     ("reference", ("edgefuse.reference",)),
     ("convert", ("edgefuse.convert",)),
     ("optimize", ("edgefuse.optimize",)),
@@ -52,7 +49,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("runtime", ("edgefuse.runtime",)),
     ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision", "edgefuse.goldens")),
     ("apps", ("edgefuse.apps", "edgefuse.demo", "edgefuse.testing")),
-    ("build", ("edgefuse.build",)),
+    ("bundle", ("edgefuse.bundle",)),
     ("cli", ("edgefuse.cli", "edgefuse.__main__")),
     ("api", ("edgefuse",)),
 )

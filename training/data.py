@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 import cv2
 import numpy as np
 
-from edgefuse.vision import preprocess
-from edgefuse.vision.scenes import Scene, SceneGenerator
+from edgefuse import preprocess
+from edgefuse.vision.scenes.shapes import Scene, SceneGenerator
 
 SCENE_SIZES = ((256, 256), (240, 320), (180, 320), (320, 240))
 HELD_OUT_START = 10_000_000

@@ -6,7 +6,7 @@
 
 ``detect`` and ``segment`` train, evaluate on held-out scenes, and write fp16 weights atomically to
 ``edgefuse/models/weights/shapes_yolov8.pt`` / ``shapes_deeplabv3plus.pt`` (``--out`` elsewhere);
-``clip`` writes ``edgefuse/vision/data/shapes_clip.mp4``. Each task updates its entry of
+``clip`` writes ``edgefuse/vision/scenes/data/shapes_clip.mp4``. Each task updates its entry of
 ``shapes.json`` next to the weights: seeds, the exact command, steps, batch, threads, held-out
 metrics (measured on the fp16 weights as shipped), wall time, torch version, and the model's
 application info. ``all`` runs detect then segment.
@@ -31,8 +31,8 @@ from edgefuse.models import shapes
 from edgefuse.models._trained import WEIGHTS_DIR, load_trained
 from edgefuse.models.deeplabv3plus import deeplabv3plus_shapes
 from edgefuse.models.yolov8 import yolov8_shapes
-from edgefuse.vision.scenes import CLASSES, SAMPLE_CLIP, SceneGenerator
-from edgefuse.vision.sinks import write_video
+from edgefuse.vision.scenes.shapes import CLASSES, SAMPLE_CLIP, SceneGenerator
+from edgefuse.vision.streams.sinks import write_video
 from training.data import HELD_OUT_START, SCENE_SIZES
 from training.fit import (
     Plan,
@@ -176,7 +176,7 @@ def _package_relative(path: Path) -> str:
 def _update_record(path: Path, change) -> None:
     record: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     record["generator"] = {
-        "module": "edgefuse.vision.scenes",
+        "module": "edgefuse.vision.scenes.shapes",
         "classes": list(CLASSES),
         "scene_sizes": [list(size) for size in SCENE_SIZES],
         "held_out_start": HELD_OUT_START,

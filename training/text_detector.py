@@ -7,7 +7,7 @@ Why this recipe: DB's loss on the probability map (Liao et al. 2020; PaddleOCR's
 without its threshold-map terms, because the shipped model has no threshold branch): binary
 cross-entropy balanced by hard-negative mining (every positive pixel and the three times as many
 hardest negatives, PaddleOCR's ``BalanceLoss``) plus dice loss. Images come from
-``edgefuse.vision.text_scenes`` drawn at the model's input size and go through the same
+``edgefuse.vision.scenes.text`` drawn at the model's input size and go through the same
 preprocessing record the exported model carries (RGB, /255, ImageNet mean and std), so the
 detector sees in training what it sees in an app. A pool of training scenes (seed ``--seed``) is
 drawn once; the figures come from held-out scenes of another seed: pixel precision/recall/F1/IoU
@@ -39,8 +39,8 @@ from torch.nn import functional as F
 from edgefuse._files import atomic_output, write_text
 from edgefuse.metrics.text import pixel_scores, word_scores
 from edgefuse.models.dbnet import INPUT_SIZE, PREPROCESS, dbnet_text
-from edgefuse.vision.text_boxes import THRESHOLD, text_boxes
-from edgefuse.vision.text_scenes import TextScene, text_scene
+from edgefuse.vision.detect.text_boxes import THRESHOLD, text_boxes
+from edgefuse.vision.scenes.text import TextScene, text_scene
 
 ROOT = Path(__file__).resolve().parent.parent
 WEIGHTS = ROOT / "edgefuse" / "models" / "weights" / "dbnet_text.pt"

@@ -17,10 +17,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from edgefuse import _records as rec
 from edgefuse.errors import Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
-from edgefuse.vision import _records as rec
-from edgefuse.vision.sources import CameraOptions, Reconnect
+from edgefuse.vision.streams.sources import CameraOptions, Reconnect
 
 _REF = Ref.BAD_CONFIG
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from edgefuse.apps.config import DetectionConfig
 from edgefuse.apps.runner import add_common_arguments, class_ids, config_from_args, run_app
+from edgefuse.model_info import AppInfo
 from edgefuse.runtime import ModelSource, Session
-from edgefuse.vision.detector import Detector
-from edgefuse.vision.model_info import AppInfo
+from edgefuse.vision.detect.detector import Detector
 
 TASK_FLAGS = ("conf", "iou", "max_det", "classes", "agnostic_nms", "line_width")
 

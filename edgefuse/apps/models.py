@@ -15,11 +15,11 @@ from pathlib import Path
 from edgefuse._deps import require_torch
 from edgefuse.convert import convert
 from edgefuse.errors import InputError, Ref
+from edgefuse.model_info import AppInfo, Postprocess
 from edgefuse.models.catalogue import CATALOGUE, VARIANTS, ModelEntry
+from edgefuse.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 from edgefuse.runtime import ModelSource, resolve_source
-from edgefuse.vision.model import app_info_of
-from edgefuse.vision.model_info import AppInfo, Postprocess
-from edgefuse.vision.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocess
+from edgefuse.vision.model.adapter import app_info_of
 
 _LAYOUT_OF_CATALOGUE = {"yolov3": "yolov5", "yolov5s": "yolov5", "yolov8n": "yolov8"}
 

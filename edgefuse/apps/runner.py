@@ -25,11 +25,11 @@ from edgefuse.apps import config as app_config
 from edgefuse.apps.config import AppConfig
 from edgefuse.apps.models import resolve_model
 from edgefuse.errors import InputError, Ref
+from edgefuse.model_info import AppInfo
 from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
-from edgefuse.vision.model import VisionModel
-from edgefuse.vision.model_info import AppInfo
-from edgefuse.vision.pipeline import Pipeline
-from edgefuse.vision.sinks import (
+from edgefuse.vision.model.adapter import VisionModel
+from edgefuse.vision.streams.pipeline import Pipeline
+from edgefuse.vision.streams.sinks import (
     VIDEO_CODECS,
     ImageFolderSink,
     JsonlSink,
@@ -38,7 +38,7 @@ from edgefuse.vision.sinks import (
     WindowSink,
     display_available,
 )
-from edgefuse.vision.sources import IMAGE_SUFFIXES, open_source
+from edgefuse.vision.streams.sources import IMAGE_SUFFIXES, open_source
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from edgefuse.apps.config import SegmentationConfig
 from edgefuse.apps.runner import add_common_arguments, config_from_args, run_app
+from edgefuse.model_info import AppInfo
 from edgefuse.runtime import ModelSource, Session
-from edgefuse.vision.model_info import AppInfo
-from edgefuse.vision.segmenter import Segmenter
+from edgefuse.vision.segment.segmenter import Segmenter
 
 TASK_FLAGS = ("palette", "alpha", "background", "threshold")
 

@@ -22,8 +22,8 @@ import argparse
 import json
 import os
 
-from edgefuse.build.builder import build
-from edgefuse.build.spec_schema import SCHEMA
+from edgefuse.bundle.builder import build
+from edgefuse.bundle.spec_schema import SCHEMA
 from edgefuse.errors import InputError, Ref
 
 

@@ -18,7 +18,7 @@ import argparse
 import json
 
 from edgefuse._files import check_output_path, write_text
-from edgefuse.build.bundle_check import verify_bundle
+from edgefuse.bundle.bundle_check import verify_bundle
 from edgefuse.errors import EdgefuseError, Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 

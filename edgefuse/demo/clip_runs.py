@@ -1,8 +1,8 @@
 """Run a detector or segmenter over the sample clip through the pipeline, keeping every result.
 
-The same pipeline the apps run (``edgefuse.vision.pipeline``), with the apps' sinks when files
-are asked for and a callback that keeps each frame's result in order, so the demo can score the
-run against the clip's ground truth and quote the frame rate the pipeline reached.
+The same pipeline the apps run (``edgefuse.vision.streams.pipeline``), with the apps' sinks when
+files are asked for and a callback that keeps each frame's result in order, so the demo can score
+the run against the clip's ground truth and quote the frame rate the pipeline reached.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgefuse.vision.model import VisionModel
-from edgefuse.vision.pipeline import Pipeline
-from edgefuse.vision.sinks import CallbackSink, JsonlSink, Sink, VideoSink
-from edgefuse.vision.sources import open_source
-from edgefuse.vision.stats import StatsSnapshot
+from edgefuse.vision.model.adapter import VisionModel
+from edgefuse.vision.streams.pipeline import Pipeline
+from edgefuse.vision.streams.sinks import CallbackSink, JsonlSink, Sink, VideoSink
+from edgefuse.vision.streams.sources import open_source
+from edgefuse.vision.streams.stats import StatsSnapshot
 
 
 @dataclasses.dataclass(frozen=True)

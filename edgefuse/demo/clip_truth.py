@@ -16,8 +16,8 @@ from edgefuse.errors import InputError, Ref
 from edgefuse.metrics.detect import Detections, average_precision
 from edgefuse.metrics.segment import mean_iou
 from edgefuse.models import shapes
-from edgefuse.vision.scenes import SAMPLE_CLIP, Scene, SceneGenerator
-from edgefuse.vision.segment import Segmentation
+from edgefuse.vision.scenes.shapes import SAMPLE_CLIP, Scene, SceneGenerator
+from edgefuse.vision.segment.decode import Segmentation
 
 
 def clip_scenes() -> list[Scene]:

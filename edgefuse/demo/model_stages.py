@@ -15,6 +15,7 @@ from pathlib import Path
 
 import onnx
 
+from edgefuse import model_info
 from edgefuse._files import save_onnx
 from edgefuse.acl.build.compile import compile_model
 from edgefuse.apps.models import catalogue_info
@@ -25,7 +26,6 @@ from edgefuse.models.catalogue import get_entry
 from edgefuse.optimize import optimize
 from edgefuse.quantize import quantize
 from edgefuse.verify import verify
-from edgefuse.vision import model_info
 
 SOC = "Ascend310B4"  # the Atlas 200I DK A2's chip
 STEPS_PER_MODEL = 4

@@ -17,9 +17,9 @@ from edgefuse.demo.progress import Steps
 from edgefuse.demo.summary import ModelOutcome, render
 from edgefuse.models.shapes import DETECTOR, SEGMENTER
 from edgefuse.runtime import probe
-from edgefuse.vision.detector import Detector
-from edgefuse.vision.scenes import SAMPLE_CLIP
-from edgefuse.vision.segmenter import Segmenter
+from edgefuse.vision.detect.detector import Detector
+from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
+from edgefuse.vision.segment.segmenter import Segmenter
 
 APPS = ((DETECTOR, Detector, "detect"), (SEGMENTER, Segmenter, "segment"))
 STEPS = len(APPS) * (STEPS_PER_MODEL + 2) + 1

@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from edgefuse.vision.nms import nms
+from edgefuse.nms import nms
 
 IOU_THRESHOLDS = np.round(np.arange(0.5, 0.951, 0.05), 2)
 RECALL_POINTS = np.linspace(0.0, 1.0, 101)

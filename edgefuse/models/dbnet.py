@@ -29,7 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from edgefuse.models.mobilenet import TINY_SETTING, ConvBNReLU6, InvertedResidual, make_divisible
-from edgefuse.vision.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocess
+from edgefuse.preprocess import IMAGENET_MEAN, IMAGENET_STD, Preprocess
 
 # The stage (index into the MobileNetV2 setting) after which each output stride is reached.
 _TAPS = {4: 1, 8: 2, 16: 4, 32: 6}

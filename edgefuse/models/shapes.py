@@ -2,10 +2,11 @@
 
 Why trained models in a catalogue of seeded ones: an app that draws boxes or masks needs weights
 that find something, and no weights can be downloaded here. Both models are trained by
-``python -m training.shapes`` (repository root) on scenes from ``edgefuse.vision.scenes``; their
-fp16 state_dicts ship as package data next to ``shapes.json``, the record of how they were made
-(seeds, command, steps, held-out metrics, wall time) and of each model's application info (task,
-class names, preprocessing, postprocessing) as it was trained.
+``python -m training.shapes`` (repository root) on scenes from
+``edgefuse.vision.scenes.shapes``; their fp16 state_dicts ship as package data next to
+``shapes.json``, the record of how they were made (seeds, command, steps, held-out metrics, wall
+time) and of each model's application info (task, class names, preprocessing, postprocessing) as
+it was trained.
 
 Why the application info is read from the record and not rebuilt here: it must describe the
 weights that ship, so it is written once, by the run that made them. This module imports neither
@@ -21,9 +22,9 @@ from typing import Any
 
 from edgefuse.errors import ModelLoadError, Ref
 from edgefuse.models._trained import WEIGHTS_DIR
-from edgefuse.vision.preprocess import IMAGENET_MEAN, IMAGENET_STD
+from edgefuse.preprocess import IMAGENET_MEAN, IMAGENET_STD
 
-NUM_CLASSES = 6  # len(edgefuse.vision.scenes.CLASSES); the record names them
+NUM_CLASSES = 6  # len(edgefuse.vision.scenes.shapes.CLASSES); the record names them
 DETECTOR_INPUT = (256, 256)
 DETECTOR_DEPTH, DETECTOR_WIDTH = 0.33, 0.125
 SEGMENTER_INPUT = (256, 256)

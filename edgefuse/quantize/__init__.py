@@ -25,6 +25,7 @@ from edgefuse.acl.build.precision import plan_keep_fp32
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.optimize import OPTIMIZED_KEY, OptimizeResult, optimize
+from edgefuse.preprocess import Preprocess
 from edgefuse.quantize.constants import fp16_misfit
 from edgefuse.quantize.fp16 import check_float32_model, convert_fp16
 from edgefuse.quantize.mixed import rank_candidates, search_keep_set
@@ -46,7 +47,6 @@ from edgefuse.reference.feeds import (
 from edgefuse.reference.fp16 import FP16_MAX, run_fp16_storage
 from edgefuse.reference.onnx_runner import run_onnx, with_outputs
 from edgefuse.verify.layers import compare_layers
-from edgefuse.vision.preprocess import Preprocess
 
 DEFAULT_MIN_COSINE = 0.999
 DEFAULT_SAMPLES = 2

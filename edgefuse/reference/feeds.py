@@ -11,7 +11,7 @@ validator, so the same bad file was refused in two different ways, or not at all
   name (one sample), a folder holds one ``.npz`` per sample. ``feed_set`` reads it. For a model
   with one image input, ``--inputs`` may also be a folder of images or a video: each image (or
   up to ``VIDEO_FRAMES`` frames spread over the video) becomes a sample through the model's
-  preprocessing record (``edgefuse.vision.preprocess.Preprocess``, the record the manifest and
+  preprocessing record (``edgefuse.preprocess.Preprocess``, the record the manifest and
   the apps use), so a detector is calibrated on what it will see, not on noise.
 - ``FeedChecker`` (``edgefuse.session``) checks every sample, the same check a Session runs, so a
   calibration file made for another resolution fails naming the file, the input, the expected and
@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from edgefuse import model_info
 from edgefuse._checks import integer_at_least
 from edgefuse._deps import require
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.errors import InputError, Ref
+from edgefuse.preprocess import Preprocess
 from edgefuse.session import FeedChecker, TensorSpec
-from edgefuse.vision import model_info
-from edgefuse.vision.preprocess import Preprocess
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from edgefuse.metrics.segment import confusion, mean_iou
 from edgefuse.reference.compare import compare_arrays
 from edgefuse.reference.recording import BOARD_NUMERICS, Recording, load_recording
 from edgefuse.session import Session
-from edgefuse.vision.segment import Segmentation
+from edgefuse.vision.segment.decode import Segmentation
 
 FP16_MIN_COSINE, FP32_MIN_COSINE = 0.999, 0.99999
 FP16_MAX_ABS_FRACTION, FP32_MAX_ABS_FRACTION = 1e-2, 1e-4

@@ -1,9 +1,9 @@
 """Frames for tests: images from files, folders, globs and videos, or from the scene generator.
 
 Why: a pipeline test needs real-looking frames, and neither a laptop nor CI has a camera. Files
-are read with the apps' own source (``edgefuse.vision.sources``), so a test sees the frames an
-app would; ``"scenes"`` draws them from the procedural scene generator
-(``edgefuse.vision.scenes``), so a test needs no image files at all.
+are read with the apps' own source (``edgefuse.vision.streams.sources``), so a test sees the
+frames an app would; ``"scenes"`` draws them from the procedural scene generator
+(``edgefuse.vision.scenes.shapes``), so a test needs no image files at all.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from edgefuse.errors import InputError, Ref
-from edgefuse.vision.scenes import SceneGenerator
-from edgefuse.vision.sources import open_source
+from edgefuse.vision.scenes.shapes import SceneGenerator
+from edgefuse.vision.streams.sources import open_source
 
 SCENES = "scenes"
 DEFAULT_SCENES = 8

@@ -32,8 +32,8 @@ from edgefuse.testing.frames import (
     read_frames,
     scene_frames,
 )
-from edgefuse.vision.detector import Detector
-from edgefuse.vision.segmenter import Segmenter
+from edgefuse.vision.detect.detector import Detector
+from edgefuse.vision.segment.segmenter import Segmenter
 
 DEFAULT_TEST_BACKEND = "sim"
 

@@ -21,13 +21,13 @@ import onnx
 from edgefuse._checks import integer_at_least, non_negative_number, number_in
 from edgefuse._files import check_output_path, write_text
 from edgefuse.convert.onnx_load import load_model
+from edgefuse.preprocess import Preprocess
 from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs, degenerate_outputs
 from edgefuse.reference.feeds import FeedSource, calibration_preprocess, feed_set, input_specs
 from edgefuse.reference.fp16 import coerce_feeds, fp16_storage_model, has_fp16, tensor_types
 from edgefuse.reference.onnx_runner import run_onnx
 from edgefuse.verify.layers import DEFAULT_LAYER_ALARM, LayerReport, compare_layers
 from edgefuse.verify.task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TaskParity, task_parity
-from edgefuse.vision.preprocess import Preprocess
 
 DEFAULT_MIN_COSINE = 0.99999
 # The default gate when the candidate runs with FP16 storage (an FP16 model, or --emulate-fp16).

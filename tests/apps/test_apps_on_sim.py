@@ -12,8 +12,8 @@ import pytest
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.compile import compile_model
 from edgefuse.cli.main import main
+from edgefuse.model_info import AppInfo, embed
 from edgefuse.testing import assert_detections_match, assert_masks_match
-from edgefuse.vision.model_info import AppInfo, embed
 from tests.needs import optional
 from tests.vision.models import constant_model, red_mask_model, yolov8_output
 

@@ -15,8 +15,8 @@ import onnx
 import pytest
 
 from edgefuse.cli.main import main
-from edgefuse.vision.detector import Detector
-from edgefuse.vision.model_info import AppInfo, embed
+from edgefuse.model_info import AppInfo, embed
+from edgefuse.vision.detect.detector import Detector
 from tests.needs import optional
 from tests.vision.models import constant_model, red_mask_model, write_clip, yolov8_output
 

@@ -9,7 +9,7 @@ import pytest
 from edgefuse.apps import config
 from edgefuse.apps.config import DetectionConfig, SegmentationConfig
 from edgefuse.errors import InputError
-from edgefuse.vision.sources import CameraOptions, Reconnect
+from edgefuse.vision.streams.sources import CameraOptions, Reconnect
 
 pytestmark = pytest.mark.unit
 

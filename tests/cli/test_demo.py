@@ -17,7 +17,7 @@ from edgefuse.cli.main import main
 from edgefuse.models import shapes
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
-from edgefuse.vision.scenes import CLASSES, SceneGenerator
+from edgefuse.vision.scenes.shapes import CLASSES, SceneGenerator
 from tests.needs import optional
 
 pytestmark = [pytest.mark.torch, pytest.mark.ort]

@@ -17,9 +17,9 @@ import pytest
 
 from edgefuse.cli.main import main
 from edgefuse.convert import convert
+from edgefuse.model_info import AppInfo, embed
 from edgefuse.models import CATALOGUE
-from edgefuse.vision.model_info import AppInfo, embed
-from edgefuse.vision.text_scenes import write_text_images
+from edgefuse.vision.scenes.text import write_text_images
 from tests.needs import optional
 
 pytestmark = pytest.mark.torch

@@ -121,8 +121,8 @@ def test_several_samples_and_another_build_are_told(build, tmp_path, capsys, mon
 @pytest.mark.parametrize("aipp", [None, "BGR888", "YUV420SP"])
 def test_frames_are_prepared_as_the_apps_prepare_them(tmp_path, monkeypatch, capsys, aipp):
     cv2 = optional("cv2")
-    from edgefuse.vision.model import app_info_of, plan_input, prepare_frame
-    from edgefuse.vision.model_info import AppInfo
+    from edgefuse.model_info import AppInfo
+    from edgefuse.vision.model.adapter import app_info_of, plan_input, prepare_frame
 
     monkeypatch.setenv("PATH", "")
     spec = None if aipp is None else AippSpec.from_dict(

@@ -1,4 +1,4 @@
-"""COCO-style AP and YOLO decoding against hand-computed cases (NMS: tests/vision/test_nms.py)."""
+"""COCO-style AP and YOLO decoding against hand-computed cases (NMS: tests/test_nms.py)."""
 
 import numpy as np
 import pytest

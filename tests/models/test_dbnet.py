@@ -11,8 +11,8 @@ from edgefuse.errors import ModelLoadError
 from edgefuse.metrics.text import word_scores
 from edgefuse.models import CATALOGUE, dbnet_text
 from edgefuse.reference.onnx_runner import run_onnx
-from edgefuse.vision.text_boxes import text_boxes
-from edgefuse.vision.text_scenes import text_scene
+from edgefuse.vision.detect.text_boxes import text_boxes
+from edgefuse.vision.scenes.text import text_scene
 from tests.needs import optional
 
 pytestmark = pytest.mark.torch

@@ -18,7 +18,7 @@ from edgefuse.metrics.detect import Detections, average_precision, decode_yolo
 from edgefuse.metrics.segment import mean_iou
 from edgefuse.models import CATALOGUE, _trained, get_entry, shapes
 from edgefuse.reference.onnx_runner import run_onnx
-from edgefuse.vision.scenes import CLASSES, SAMPLE_CLIP, SceneGenerator
+from edgefuse.vision.scenes.shapes import CLASSES, SAMPLE_CLIP, SceneGenerator
 from tests.needs import optional
 
 pytestmark = pytest.mark.torch
@@ -63,7 +63,7 @@ def test_shipped_files_fit_their_budgets(record):
     assert sum(path.stat().st_size for path in weights) <= 10 * 2**20
     for path in weights:
         assert record["models"][path.stem]["bytes"] == path.stat().st_size
-    assert record["clip"]["file"] == "vision/data/shapes_clip.mp4"
+    assert record["clip"]["file"] == "vision/scenes/data/shapes_clip.mp4"
     assert SAMPLE_CLIP.is_file() and SAMPLE_CLIP.stat().st_size <= 3 * 2**20
     assert record["clip"]["sha256"] == hashlib.sha256(SAMPLE_CLIP.read_bytes()).hexdigest()
 

@@ -11,12 +11,12 @@ from onnx import TensorProto, numpy_helper
 
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
+from edgefuse.model_info import AppInfo, embed
+from edgefuse.preprocess import Preprocess
 from edgefuse.quantize import quantize
 from edgefuse.reference.compare import degenerate_outputs
 from edgefuse.reference.feeds import VIDEO_FRAMES, feed_set, input_specs
 from edgefuse.verify import verify
-from edgefuse.vision.model_info import AppInfo, embed
-from edgefuse.vision.preprocess import Preprocess
 from tests.needs import optional
 
 pytestmark = pytest.mark.ort

@@ -13,7 +13,7 @@ from edgefuse.testing import (
     assert_masks_match,
     assert_outputs_close,
 )
-from edgefuse.vision.segment import Segmentation
+from edgefuse.vision.segment.decode import Segmentation
 
 pytestmark = pytest.mark.unit
 

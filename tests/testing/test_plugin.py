@@ -81,7 +81,7 @@ def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_readme_test_passes_on_sim_and_on_another_backend(project):
-    from edgefuse.vision.detector import Detector
+    from edgefuse.vision.detect.detector import Detector
 
     assert len([line for line in readme_test().splitlines() if line.strip()]) <= 10
     with Detector.open("build/", backends="sim") as board:  # the detections are not vacuous
@@ -110,7 +110,7 @@ def test_drifted_goldens_fail_with_the_kits_message(project):
 
 def test_scenes_come_from_the_scene_generator(project):
     (project / "tests" / "test_scenes.py").write_text(
-        "from edgefuse.vision.scenes import SceneGenerator\n"
+        "from edgefuse.vision.scenes.shapes import SceneGenerator\n"
         "def test_scenes(edgefuse_frames):\n"
         "    frames = edgefuse_frames('scenes', count=2, size=(48, 64), seed=3)\n"
         "    assert len(frames) == 2 and frames[0].shape == (48, 64, 3)\n"

@@ -1,0 +1,276 @@
+"""``build``: a spec in, OUT_DIR with the bundle, its archive and the build log out.
+
+OUT_DIR::
+
+    <name>-<version>/            the bundle (``bundle``)
+    <name>-<version>.tar.gz      the same tree, byte-reproducible (``reproducible``)
+    <name>-<version>.tar.gz.sha256
+    install.sh                   a copy, to check and install the archive on the board
+    build-log.json               per model and stage: cached or built, seconds (not in the bundle)
+
+Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> build each model
+(in ``jobs`` worker processes; ``shard`` K/N builds only models i with i % N == K - 1, into the
+cache, and assembles nothing) -> the op package and the wheel (cached) -> assemble into a
+temporary sibling of OUT_DIR -> archive -> rename into place. A failure anywhere removes the
+temporary folder; cache entries are complete or absent (``cache``), so an interrupted build
+leaves neither a half-written bundle nor a poisoned cache. Models that built before another
+failed keep their cache entries: the next run starts from there.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import multiprocessing
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from edgefuse._files import publish_directory, temporary_directory_in, write_text
+from edgefuse.acl.ops.build import build_op_package
+from edgefuse.bundle.assemble import assemble
+from edgefuse.bundle.cache import Cache, Entry, NotCached
+from edgefuse.bundle.digests import key_of, tool_versions
+from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
+from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
+from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
+from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model
+from edgefuse.bundle.wheel import build_wheel
+from edgefuse.errors import EdgefuseError, InputError, Ref
+from edgefuse.manifest import file_sha256
+
+LOG_FILE = "build-log.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOutcome:
+    spec: BuildSpec
+    output_dir: Path | None  # None for a shard run
+    bundle_dir: Path | None
+    archive: Path | None
+    archive_sha256: str | None
+    models: dict[str, dict[str, dict[str, Any]]]  # model -> stage -> {cached, seconds}
+    seconds: float
+
+    @property
+    def rebuilt(self) -> list[str]:
+        """The models of which at least one stage was built rather than found in the cache."""
+        return [name for name, stages in self.models.items()
+                if any(not stage["cached"] for stage in stages.values())]
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    head, _, tail = text.partition("/")
+    if not (head.isdigit() and tail.isdigit()) or not 1 <= int(head) <= int(tail):
+        raise InputError(f"--shard {text!r} is not K/N with 1 <= K <= N",
+                         hint="e.g. --shard 1/3 in the first of three CI jobs",
+                         reference=Ref.BAD_SHARD)
+    return int(head), int(tail)
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "edgefuse" / "build"
+
+
+def source_date_epoch(spec: BuildSpec) -> int:
+    """SOURCE_DATE_EPOCH from the environment, else the spec's, else 1980-01-01."""
+    text = os.environ.get("SOURCE_DATE_EPOCH")
+    if text is None or text == "":
+        return spec.source_date_epoch if spec.source_date_epoch is not None else DEFAULT_EPOCH
+    if not text.isdigit():
+        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds",
+                         hint="e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)",
+                         reference=Ref.BAD_ARGUMENT)
+    return int(text)
+
+
+def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] | None, *,
+          jobs: int = 1, use_cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
+          shard: str | None = None, force: bool = False, progress: bool = True) -> BuildOutcome:
+    """Build the bundle the spec at ``spec_path`` describes (see the module docstring)."""
+    start = time.perf_counter()
+    spec = load_spec(spec_path)
+    slice_ = parse_shard(shard)
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise InputError(f"--jobs must be a whole number >= 1, got {jobs!r}",
+                         reference=Ref.BAD_ARGUMENT)
+    out = Path(output_dir) if output_dir is not None else None
+    if slice_ is None:
+        if out is None:
+            raise InputError("give -o OUT_DIR (only a --shard run assembles nothing)",
+                             reference=Ref.BAD_USAGE)
+        _check_output_dir(out, force)
+    epoch = source_date_epoch(spec)
+    cache = Cache(Path(cache_dir) if cache_dir else spec.cache_dir or default_cache_dir(),
+                  read=use_cache)
+    models = list(spec.models)
+    if slice_ is not None:
+        index, count = slice_
+        models = [m for i, m in enumerate(models) if i % count == index - 1]
+    printer = ProgressPrinter([m.name for m in models], enabled=progress)
+    builds = _build_models(models, spec.soc, cache, jobs, printer)
+    log = {b.name: {stage: {"cached": b.cached[stage], "seconds": round(b.seconds[stage], 3)}
+                    for stage in b.entries} for b in builds}
+    if slice_ is not None:
+        return BuildOutcome(spec, None, None, None, None, log, time.perf_counter() - start)
+    opp = _op_package(spec, builds, cache)
+    wheel, _ = cache.fetch("wheel", key_of({"stage": "wheel", "tools": tool_versions()}),
+                           lambda scratch: {"wheel": build_wheel(scratch, DEFAULT_EPOCH).name})
+    staging = temporary_directory_in(out.parent, f".{out.name}.partial-")
+    try:
+        publish_directory(staging)
+        bundle = staging / spec.bundle_id
+        bundle.mkdir()
+        assemble(bundle, spec, builds, wheel, opp, atc_identity(), epoch)
+        archive = staging / f"{spec.bundle_id}.tar.gz"
+        write_tar_gz(archive, bundle, spec.bundle_id, epoch)
+        digest = file_sha256(archive)
+        (staging / f"{archive.name}.sha256").write_text(f"{digest}  {archive.name}\n",
+                                                        encoding="utf-8")
+        shutil.copyfile(bundle / "install.sh", staging / "install.sh")
+        (staging / "install.sh").chmod(0o755)
+        seconds = time.perf_counter() - start
+        write_text(staging / LOG_FILE, json.dumps(
+            {"spec": str(spec.path), "archive": archive.name, "archive_sha256": digest,
+             "seconds": round(seconds, 3), "models": log}, indent=2) + "\n")
+        _move_into_place(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    printer.line(f"wrote {out / archive.name} (sha256 {digest})")
+    return BuildOutcome(spec, out, out / spec.bundle_id, out / archive.name, digest, log,
+                        seconds)
+
+
+def _check_output_dir(out: Path, force: bool) -> None:
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"the parent of '{out}' does not exist",
+                         hint=f"create it first: mkdir -p {parent}", reference=Ref.BAD_OUTPUT_PATH)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"'{out}' is a file, not an output folder",
+                         hint="choose another -o", reference=Ref.BAD_OUTPUT_PATH)
+    if out.exists() and not force and any(out.iterdir()):
+        raise InputError(f"'{out}' exists and is not empty",
+                         hint="choose another -o, or pass --force to replace it (atomically)",
+                         reference=Ref.BAD_OUTPUT_PATH)
+
+
+def _move_into_place(staging: Path, out: Path) -> None:
+    if out.exists():
+        retired = temporary_directory_in(out.parent, f".{out.name}.old-")
+        os.replace(out, retired / "old")
+        os.replace(staging, out)
+        shutil.rmtree(retired, ignore_errors=True)
+        return
+    os.replace(staging, out)
+
+
+# ---- the models, in this process or in a pool -------------------------------------------------
+
+
+def _model_job(model: ModelSpec, soc: str, cache_root: str, read: bool, events: Any,
+               threads: int) -> tuple[str, Any]:
+    """One model in a worker: ("ok", ModelBuild) or ("error", EdgefuseError parts)."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, str(threads))
+    try:
+        result = build_model(model, soc, Cache(cache_root, read=read),
+                             lambda *event: events.put(event))
+    except EdgefuseError as exc:
+        return "error", (model.name, exc.render(), exc.exit_code)
+    return "ok", result
+
+
+def _build_models(models: list[ModelSpec], soc: str, cache: Cache, jobs: int,
+                  printer: ProgressPrinter) -> list[ModelBuild]:
+    failures: list[tuple[str, str, int]] = []
+    builds: dict[str, ModelBuild] = {}
+    names = [model.name for model in models]
+    if jobs > 1:  # workers only for the models with something to build
+        pending = []
+        for model in models:
+            try:
+                found = _from_cache(model, soc, cache, printer)
+            except EdgefuseError as exc:
+                failures.append((model.name, exc.render(), exc.exit_code))
+                continue
+            if found is None:
+                pending.append(model)
+            else:
+                builds[model.name] = found
+        models = pending
+    if jobs == 1 or len(models) <= 1:
+        for model in models:
+            try:
+                builds[model.name] = build_model(model, soc, cache, printer)
+            except EdgefuseError as exc:
+                failures.append((model.name, exc.render(), exc.exit_code))
+    else:
+        context = multiprocessing.get_context("spawn")  # torch and ORT thread pools: no fork
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        with context.Manager() as manager:
+            events = manager.Queue()
+            with QueueDrain(events, printer), concurrent.futures.ProcessPoolExecutor(
+                    max_workers=min(jobs, len(models)), mp_context=context) as pool:
+                futures = {pool.submit(_model_job, model, soc, str(cache.root), cache.read,
+                                       events, threads): model for model in models}
+                for future in concurrent.futures.as_completed(futures):
+                    status, value = future.result()
+                    if status == "ok":
+                        builds[value.name] = value
+                    else:
+                        failures.append(value)
+    if failures:
+        raise _failed(failures)
+    return [builds[name] for name in names]
+
+
+def _from_cache(model: ModelSpec, soc: str, cache: Cache,
+                printer: ProgressPrinter) -> ModelBuild | None:
+    """``model`` assembled from the cache alone, or None when a stage must be built."""
+    events: list[tuple[str, str, str, float]] = []
+    try:
+        found = build_model(model, soc, cache.cached_only(), lambda *event: events.append(event))
+    except NotCached:
+        return None
+    for event in events:
+        printer(*event)
+    return found
+
+
+def _failed(failures: list[tuple[str, str, int]]) -> EdgefuseError:
+    names = ", ".join(name for name, _, _ in failures)
+    error = EdgefuseError(
+        f"{len(failures)} model(s) failed to build: {names}",
+        context="\n".join(text for _, text, _ in failures),
+        hint="models that built are cached: fix the spec and run the same command again",
+        reference=Ref.MODEL_BUILD_FAILED)
+    error.exit_code = max(code for _, _, code in failures)
+    return error
+
+
+def _op_package(spec: BuildSpec, builds: list[ModelBuild], cache: Cache) -> Entry | None:
+    """The custom-op package project, when a model needs it or the spec asks for it."""
+    needed = sorted({op for b in builds for op in b.entries["compile"].info["custom_ops"]})
+    policy = spec.custom_ops["package"]
+    if policy == "never" or (policy == "auto" and not needed):
+        return None
+    vendor = spec.custom_ops["vendor"]
+
+    def produce(scratch: Path) -> dict[str, Any]:
+        package = build_op_package(spec.soc, scratch / "project", None, vendor=vendor)
+        for path in sorted((scratch / "project").iterdir()):
+            os.replace(path, scratch / path.name)
+        (scratch / "project").rmdir()
+        return {"ops": list(package.ops), "built": package.built}
+
+    key = key_of({"stage": "opp", "soc": spec.soc, "vendor": vendor, "tools": tool_versions()})
+    entry, _ = cache.fetch("opp", key, produce)
+    return entry

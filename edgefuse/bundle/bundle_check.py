@@ -1,0 +1,204 @@
+"""``edgefuse bundle verify``: the Python twin of install.sh's checks, plus the golden runs.
+
+Why twice: install.sh must run on a board without edgefuse, and edgefuse must say in Python what
+install.sh says in bash, so CI can check a bundle before it ships and a board after it arrives.
+The checks are the same and run in the same order, refusing before anything is extracted:
+
+- an archive: readable to its end (a truncated or non-gzip file is refused), every member a file
+  or folder inside one top folder (the bundle id) with a plain name: no absolute path, no '..',
+  no link or hard link leading outside the bundle, no device, fifo or other special file;
+  extraction then also goes through tarfile's ``data`` filter where Python has it;
+- a folder: MANIFEST.json matches its own digest, lists exactly the files present (the Python
+  environment install.sh adds, ``.venv``, excepted), holds no links, and every file matches.
+
+Then each model runs once on the best backend here against its golden recording.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import posixpath
+import re
+import shutil
+import tarfile
+import tempfile
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgefuse.bundle.archive import MANIFEST, manifest_self_digest
+from edgefuse.bundle.golden import GoldenCheck, check_golden
+from edgefuse.errors import InputError, Ref
+from edgefuse.manifest import file_sha256
+
+NAME = re.compile(r"^[A-Za-z0-9._/+@-]+$")
+VENV = ".venv"  # the Python environment install.sh creates inside an installed release
+
+
+def _unsafe(message: str) -> InputError:
+    return InputError(f"unsafe archive: {message}", hint="nothing was extracted or installed; "
+                      "rebuild the bundle with `edgefuse build`", reference=Ref.UNSAFE_ARCHIVE)
+
+
+def check_archive(path: Path) -> str:
+    """Check every member of the archive at ``path``; returns its top folder (the bundle id)."""
+    try:
+        with tarfile.open(path, "r:gz") as archive:
+            members = archive.getmembers()  # reads to the end: a truncated file fails here
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"'{path}' is truncated or not a .tar.gz ({exc})",
+                         hint="copy the archive again; nothing was installed",
+                         reference=Ref.TRUNCATED_ARCHIVE) from exc
+    if not members:
+        raise InputError(f"'{path}' is an empty archive", reference=Ref.TRUNCATED_ARCHIVE)
+    top = members[0].name.split("/")[0]
+    names = {m.name.rstrip("/") for m in members}
+    for member in members:
+        name = member.name
+        if name.startswith("/"):
+            raise _unsafe(f"member '{name}' has an absolute path")
+        if ".." in name.split("/"):
+            raise _unsafe(f"member '{name}' climbs out with '..'")
+        if not NAME.match(name):
+            raise _unsafe(f"member '{name}' has characters a bundle never uses")
+        if name.split("/")[0] != top:
+            raise _unsafe(f"member '{name}' is outside the bundle's folder '{top}/'")
+        if member.issym():
+            if not _inside(posixpath.dirname(name), member.linkname, top):
+                raise _unsafe(f"symlink '{name}' -> '{member.linkname}' points outside the "
+                              "bundle")
+        elif member.islnk():
+            if not _inside(".", member.linkname, top) or member.linkname not in names:
+                raise _unsafe(f"hard link '{name}' -> '{member.linkname}' points outside the "
+                              "bundle")
+        elif not (member.isfile() or member.isdir()):
+            raise _unsafe(f"'{name}' is a device, fifo or other special file")
+    return top
+
+
+def _inside(base: str, target: str, top: str) -> bool:
+    if target.startswith("/"):
+        return False
+    parts: list[str] = []
+    for part in f"{base}/{target}".split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if len(parts) <= 1:
+                return False
+            parts.pop()
+        else:
+            parts.append(part)
+    return bool(parts) and parts[0] == top
+
+
+def extract(path: Path, into: Path) -> Path:
+    """Check, then extract the archive into ``into``; returns the bundle folder."""
+    top = check_archive(path)
+    with tarfile.open(path, "r:gz") as archive:
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(into, filter="data")
+        else:  # Python before 3.11.4: the member checks above are the filter
+            archive.extractall(into)  # every member was checked above
+    return into / top
+
+
+def verify_tree(folder: Path) -> dict[str, Any]:
+    """Check a bundle folder against its MANIFEST.json; returns the manifest."""
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        raise InputError(f"'{folder}' has no {MANIFEST}: not an edgefuse bundle",
+                         reference=Ref.BAD_BUNDLE)
+    text = manifest_path.read_text(encoding="utf-8")
+    try:
+        claimed, actual = manifest_self_digest(text)
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"{manifest_path} was modified or damaged: it is not JSON ({exc})",
+                         hint="copy the bundle again", reference=Ref.BUNDLE_FILE_MODIFIED) from exc
+    if claimed is None:
+        raise InputError(f"{manifest_path} carries no manifest_sha256: damaged or not a bundle",
+                         reference=Ref.BAD_BUNDLE)
+    if claimed != actual:
+        raise InputError(f"{manifest_path} was modified (its digest does not match)",
+                         hint="copy the bundle again", reference=Ref.BUNDLE_FILE_MODIFIED)
+    listed = data.get("files")
+    if not isinstance(listed, dict):
+        raise InputError(f"{manifest_path} has no 'files'", reference=Ref.BAD_BUNDLE)
+    present = set()
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if relative.parts[0] == VENV:
+            continue
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            raise InputError(f"'{path}' is a link or special file; a bundle holds only files and "
+                             "folders", reference=Ref.BUNDLE_FILE_MODIFIED)
+        if path.is_file() and relative.as_posix() != MANIFEST:
+            present.add(relative.as_posix())
+    missing, unlisted = sorted(set(listed) - present), sorted(present - set(listed))
+    if missing or unlisted:
+        raise InputError(
+            f"the files of '{folder}' differ from {MANIFEST}'s list",
+            context="\n".join([f"missing:  {n}" for n in missing[:5]]
+                              + [f"unlisted: {n}" for n in unlisted[:5]]),
+            hint="copy the whole bundle again; nothing was installed",
+            reference=Ref.BUNDLE_FILE_MODIFIED)
+    changed = [name for name, digest in sorted(listed.items())
+               if file_sha256(folder / name) != digest]
+    if changed:
+        raise InputError(f"{len(changed)} file(s) of '{folder}' do not match {MANIFEST}",
+                         context="\n".join(changed[:10]),
+                         hint="tampered or damaged: copy the bundle again; nothing was installed",
+                         reference=Ref.BUNDLE_FILE_MODIFIED)
+    return data
+
+
+@dataclasses.dataclass
+class BundleReport:
+    bundle_id: str
+    files: int
+    models: dict[str, GoldenCheck]
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.models.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bundle": self.bundle_id, "files": self.files, "passed": self.passed,
+                "models": {name: check.to_json() for name, check in self.models.items()}}
+
+    def render(self) -> str:
+        lines = [f"{self.bundle_id}: {self.files} files match MANIFEST.json"]
+        for name, check in self.models.items():
+            worst = min(o.cosine for o in check.outputs) if check.outputs else float("nan")
+            lines.append(f"  {name}: {check.backend} against the golden from "
+                         f"{check.recorded_on}: min cosine {worst:.6f} "
+                         f"(gate {check.min_cosine}) {'ok' if check.passed else 'FAIL'}")
+        return "\n".join(lines)
+
+
+def verify_bundle(target: str | Path, *, backends: Sequence[str] = ("acl", "cuda", "cpu"),
+                  run_models: bool = True) -> BundleReport:
+    """Check a bundle folder or archive, then run each model against its golden recording."""
+    path = Path(target)
+    if not path.exists():
+        raise InputError(f"'{path}' does not exist", hint="give a bundle folder or its .tar.gz",
+                         reference=Ref.FILE_NOT_FOUND)
+    scratch = None
+    try:
+        if path.is_file():
+            scratch = Path(tempfile.mkdtemp(prefix="edgefuse-bundle-"))
+            path = extract(path, scratch)
+        manifest = verify_tree(path)
+        models = {}
+        if run_models:
+            for name, model in sorted(manifest.get("models", {}).items()):
+                host = path / model["host_onnx"] if model.get("host_onnx") else None
+                models[name] = check_golden(path / model["folder"], path / model["golden"],
+                                            backends, model["gates"]["fp16_min_cosine"], host)
+        return BundleReport(manifest["bundle"]["id"], len(manifest["files"]), models)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""What the board runs: the app's config, the systemd unit, its environment file, the scripts.
+
+Why generated from templates (``templates/``, package data): install.sh and the card-maker hook
+run on the board or against a root file system where edgefuse is not installed, so they are
+plain bash; the values the spec decides (bundle id, prefix, service name and user) are written
+into them once, shell-quoted, and nothing else varies, so equal specs give equal scripts. Paths
+in them are board paths under the spec's install prefix, never the build host's.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from edgefuse.apps.config import from_mapping
+from edgefuse.bundle.digests import PACKAGE_DIR
+from edgefuse.bundle.spec import BuildSpec
+from edgefuse.bundle.spec_checks import APP_CONFIGS
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+APPS_DIR = PACKAGE_DIR.parent / "apps"  # the checkout's thin app wrappers and their configs
+VERBS = {"detection": "detect", "segmentation": "segment"}
+_DRIVER_LIBS = "/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/driver/lib64/common"
+
+
+def render(template: str, values: dict[str, str]) -> str:
+    """``templates/<template>`` with every ``@@NAME@@`` replaced; a leftover is a bug."""
+    text = (TEMPLATES / template).read_text(encoding="utf-8")
+    for name, value in values.items():
+        text = text.replace(f"@@{name}@@", value)
+    if "@@" in text:
+        raise RuntimeError(f"template {template} has an unfilled placeholder")
+    return text
+
+
+def script_values(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
+    service = spec.service if spec.app is not None else None
+    return {
+        "BUNDLE_ID": shlex.quote(spec.bundle_id),
+        "PREFIX": shlex.quote(spec.prefix),
+        "SERVICE": shlex.quote(service["name"]) if service else "''",
+        "SERVICE_USER": shlex.quote(spec.service["user"]),
+        "SERVICE_GROUP": shlex.quote(spec.service["group"]),
+        "OPP_VENDOR": shlex.quote(opp_vendor) if opp_vendor else "''",
+    }
+
+
+def app_config(spec: BuildSpec) -> str:
+    """``app/config.yaml`` of the service: the app's own config.yaml with the spec's values."""
+    app = spec.app
+    kind = app["kind"]
+    base_file = APPS_DIR / kind / "config.yaml"
+    base = yaml.safe_load(base_file.read_text(encoding="utf-8")) if base_file.is_file() else {}
+    values: dict[str, Any] = {**(base or {}), **app["config"]}
+    values.update({
+        "model": f"models/{app['model']}",
+        "backend": list(app["backend"]),
+        "stats_every": values.get("stats_every", 5.0),
+    })
+    if app["source"] is not None:
+        values["source"] = app["source"]
+    for sink in ("jsonl", "save"):
+        if app["sinks"].get(sink) is not None:
+            values[sink] = app["sinks"][sink]
+    from_mapping(APP_CONFIGS[kind], values, "app config")  # checked as the app will read it
+    header = (f"# The {kind} app of {spec.bundle_id} (written by edgefuse build from the spec's "
+              f"app section over apps/{kind}/config.yaml).\n# `model` is relative to the "
+              "service's working directory, the installed bundle.\n")
+    return header + yaml.safe_dump(values, sort_keys=False, default_flow_style=None)
+
+
+def unit_file(spec: BuildSpec) -> str:
+    service = spec.service
+    return render("service.service", {
+        "BUNDLE_ID": spec.bundle_id,
+        "BUNDLE_NAME": spec.name,
+        "APP_KIND": spec.app["kind"],
+        "SERVICE": service["name"],
+        "SERVICE_USER": service["user"],
+        "SERVICE_GROUP": service["group"],
+        "SUPPLEMENTARY_GROUPS": " ".join(service["supplementary_groups"]),
+        "PREFIX": spec.prefix,
+        "VERB": VERBS[spec.app["kind"]],
+        "RESTART": service["restart"],
+        "RESTART_SEC": f"{service['restart_sec']:g}",
+    })
+
+
+def environment_file(spec: BuildSpec, opp_vendor: str | None) -> str:
+    cann = spec.target["cann_home"]
+    values = {
+        "ASCEND_TOOLKIT_HOME": cann,
+        "ASCEND_HOME_PATH": cann,
+        "ASCEND_AICPU_PATH": cann,
+        "ASCEND_OPP_PATH": f"{cann}/opp",
+        "LD_LIBRARY_PATH": f"{cann}/lib64:{cann}/lib64/plugin/opskernel:"
+                           f"{cann}/lib64/plugin/nnengine:{_DRIVER_LIBS}",
+        "PYTHONPATH": f"{cann}/python/site-packages:{cann}/opp/built-in/op_impl/ai_core/tbe",
+        "PATH": f"{cann}/bin:{cann}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:"
+                "/usr/sbin:/usr/bin:/sbin:/bin",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if opp_vendor is not None:
+        values["ASCEND_CUSTOM_OPP_PATH"] = f"{spec.prefix}/opp/vendors/{opp_vendor}"
+    for name, value in spec.service["environment"].items():
+        values[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    lines = "\n".join(f"{name}={_env_value(value)}" for name, value in values.items())
+    return render("service.env", {"SERVICE": spec.service["name"], "ENVIRONMENT": lines})
+
+
+def _env_value(value: str) -> str:
+    """systemd's EnvironmentFile quoting: plain when safe, else double quotes with escapes."""
+    if value and all(c.isalnum() or c in "/._:-+=,@%" for c in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def app_wrappers() -> list[tuple[str, Path]]:
+    """(bundle path, file) of the checkout's apps/ (thin wrappers and configs), if present."""
+    if not APPS_DIR.is_dir():
+        return []
+    return [(f"app/apps/{path.relative_to(APPS_DIR).as_posix()}", path)
+            for path in sorted(APPS_DIR.rglob("*"))
+            if path.is_file() and path.suffix in (".py", ".yaml")
+            and "__pycache__" not in path.parts]

@@ -1,0 +1,208 @@
+"""The build spec: read ``SPEC.yaml``, validate it completely, and hand out typed records.
+
+Order: read the file -> parse YAML keeping positions (``yaml_positions``) -> keys written twice ->
+the JSON Schema (``spec_schema``, with ``jsonschema``) -> the checks a schema cannot make
+(``spec_checks``). Every problem of every step is collected and raised together as one
+``SpecError`` (``error[bad-build-spec]``, exit 2) before any work starts; only a spec with no
+problem becomes a ``BuildSpec``.
+
+Paths in the spec are relative to the spec's folder. The records keep the text as written
+(``ModelSpec.source``) next to what it resolves to, so that nothing derived from where the spec
+happens to sit (an absolute path) reaches the bundle or a cache key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from edgefuse.bundle import spec_checks
+from edgefuse.bundle.spec_problems import SpecError, SpecProblem, from_schema_error
+from edgefuse.bundle.spec_schema import SCHEMA
+from edgefuse.bundle.yaml_positions import Located, YamlSyntaxError, load_located
+from edgefuse.errors import InputError, Ref
+
+DEFAULT_SERVICE_USER = "HwHiAiUser"  # the Atlas 200I DK A2 image's runtime user
+DEFAULT_CANN_HOME = "/usr/local/Ascend/ascend-toolkit/latest"
+DEFAULT_VERIFY = {"optimize_min_cosine": 0.99999, "fp16_min_cosine": 0.999, "max_rel_l2": None,
+                  "samples": 2, "seed": 0, "calibration": None}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One model of the spec, defaults filled in."""
+
+    name: str
+    directory: Path  # the spec's folder: factories import from it
+    source: str  # as written
+    source_kind: str  # catalogue | file | factory
+    source_file: Path | None  # the file a "file" source names
+    sha256: str | None
+    inputs: dict[str | None, tuple[int, ...]] | None  # None key: the single unnamed input
+    opset: int | None
+    optimize: dict[str, Any]  # target ("cpu", "soc" or a soc), only, skip
+    precision: dict[str, Any]  # mode, keep_fp32, keep_io_types
+    verify: dict[str, Any]  # the gates and the calibration inputs (see DEFAULT_VERIFY)
+    calibration: Path | None
+    aipp: dict[str, Any] | None
+    custom_ops: bool
+    app: dict[str, Any]  # task, classes, preprocess, postprocess as given (classes resolved)
+
+    @property
+    def catalogue_name(self) -> tuple[str, str]:
+        name, _, variant = self.source.partition(":")
+        return name, variant or "full"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSpec:
+    path: Path
+    directory: Path
+    name: str
+    version: str
+    target: dict[str, Any]  # board, soc, cann, cann_home
+    source_date_epoch: int | None
+    cache_dir: Path | None
+    models: tuple[ModelSpec, ...]
+    custom_ops: dict[str, Any]  # package (auto|always|never), vendor
+    app: dict[str, Any] | None
+    service: dict[str, Any]
+    prefix: str
+    document: dict[str, Any]  # the validated document, for the bundle's record of its spec
+
+    @property
+    def soc(self) -> str:
+        return self.target["soc"]
+
+    @property
+    def bundle_id(self) -> str:
+        return f"{self.name}-{self.version}"
+
+    def model(self, name: str) -> ModelSpec:
+        return next(m for m in self.models if m.name == name)
+
+
+def load_spec(path: str | os.PathLike[str]) -> BuildSpec:
+    """Read and validate the spec at ``path``; ``SpecError`` lists every problem found."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"the build spec '{file}' does not exist",
+                         hint="give the path of a SPEC.yaml (see examples/)",
+                         reference=Ref.FILE_NOT_FOUND) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise InputError(f"cannot read the build spec '{file}': {reason}",
+                         reference=Ref.CANNOT_READ) from exc
+    located = _parse(text, str(file))
+    problems = problems_in(located, file.resolve().parent)
+    if problems:
+        raise SpecError(str(file), problems)
+    return _records(located.data, file)
+
+
+def problems_in(located: Located, spec_dir: Path) -> list[SpecProblem]:
+    """Every problem of the parsed spec: keys written twice, the schema, the other checks."""
+    problems = [SpecProblem(again, path, f"key '{path[-1]}' is written twice (first at line "
+                            f"{first.line}); YAML would keep only the last",
+                            "delete one of the two")
+                for path, first, again in located.duplicates]
+    if not isinstance(located.data, Mapping):
+        problems.append(SpecProblem(located.value_at(()), (), "the spec must be a mapping",
+                                    "start from examples/tiny-camera.yaml"))
+        return problems
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    for error in validator.iter_errors(located.data):
+        problems += from_schema_error(error, located)
+    problems += spec_checks.check(located, spec_dir)
+    unique = {(p.position, p.path, p.message): p for p in problems}
+    return list(unique.values())
+
+
+def _parse(text: str, file: str) -> Located:
+    try:
+        return load_located(text)
+    except YamlSyntaxError as exc:
+        raise SpecError(file, [SpecProblem(exc.position, (), f"not valid YAML: {exc.problem}",
+                                           "check the indentation and quoting on this line")]
+                        ) from None
+
+
+def _records(data: dict[str, Any], file: Path) -> BuildSpec:
+    directory = file.resolve().parent
+    bundle = data["bundle"]
+    target = {"board": "atlas-200i-dk-a2", "cann": None, "cann_home": DEFAULT_CANN_HOME,
+              **data["target"]}
+    name = bundle["name"]
+    service = {"name": f"edgefuse-{name}", "user": DEFAULT_SERVICE_USER, "group": None,
+               "supplementary_groups": ["video"], "restart": "always", "restart_sec": 5,
+               "environment": {}, **data.get("service", {})}
+    service["group"] = service["group"] or service["user"]
+    cache = data.get("cache", {}).get("dir")
+    return BuildSpec(
+        path=file,
+        directory=directory,
+        name=name,
+        version=str(bundle.get("version", "0")),
+        target=target,
+        source_date_epoch=data.get("reproducibility", {}).get("source_date_epoch"),
+        cache_dir=directory / cache if cache else None,
+        models=tuple(_model(m, directory, target["soc"]) for m in data["models"]),
+        custom_ops={"package": "auto", "vendor": "edgefuse", **data.get("custom_ops", {})},
+        app=_app(data.get("app")),
+        service=service,
+        prefix=data.get("install", {}).get("prefix", f"/opt/edgefuse/{name}"),
+        document=data,
+    )
+
+
+def _model(data: dict[str, Any], directory: Path, soc: str) -> ModelSpec:
+    kind = spec_checks.source_kind(data["source"], directory)
+    if "input" in data:
+        inputs: dict[str | None, tuple[int, ...]] | None = {None: tuple(data["input"])}
+    elif "inputs" in data:
+        inputs = {name: tuple(shape) for name, shape in data["inputs"].items()}
+    else:
+        inputs = None
+    optimize = {"target": "cpu", "only": None, "skip": None, **data.get("optimize", {})}
+    if optimize["target"] == "soc":
+        optimize["target"] = soc
+    precision = {"mode": "force_fp16", "keep_fp32": "auto", "keep_io_types": False,
+                 **data.get("precision", {})}
+    verify = {**DEFAULT_VERIFY, **data.get("verify", {})}
+    classes = data.get("classes")
+    if isinstance(classes, str):
+        lines = (directory / classes).read_text(encoding="utf-8").splitlines()
+        classes = [line.strip() for line in lines if line.strip()]
+    app = {key: data[key] for key in ("task", "preprocess", "postprocess") if key in data}
+    if classes is not None:
+        app["classes"] = list(classes)
+    return ModelSpec(
+        name=data["name"],
+        directory=directory,
+        source=data["source"],
+        source_kind=kind,
+        source_file=directory / data["source"] if kind == "file" else None,
+        sha256=data.get("sha256"),
+        inputs=inputs,
+        opset=data.get("opset"),
+        optimize=optimize,
+        precision=precision,
+        verify=verify,
+        calibration=directory / verify["calibration"] if verify["calibration"] else None,
+        aipp=data.get("aipp"),
+        custom_ops=data.get("custom_ops", True),
+        app=app,
+    )
+
+
+def _app(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    return {"source": None, "sinks": {}, "backend": ["acl", "cpu"], "config": {}, **data}

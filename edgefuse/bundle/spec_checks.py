@@ -1,0 +1,213 @@
+"""The checks of a build spec that a JSON Schema cannot express, as positioned problems.
+
+Why separate from the schema: these need the file system (a model or calibration file exists,
+relative to the spec), edgefuse's own knowledge (catalogue names, socs, custom ops, the records
+of preprocess / AIPP / app config) and the document as a whole (model names are unique, the app
+runs one of the spec's models). Each check looks only at values of the right type, so it runs
+beside the schema's errors and every problem is reported in one pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.build.soc import KNOWN_SOCS, validate_soc
+from edgefuse.apps.config import DetectionConfig, SegmentationConfig, from_mapping
+from edgefuse.bundle.spec_problems import SpecProblem, closest
+from edgefuse.bundle.yaml_positions import Located, Path_
+from edgefuse.errors import EdgefuseError
+from edgefuse.model_info import Postprocess
+from edgefuse.models.catalogue import CATALOGUE, VARIANTS
+from edgefuse.optimize.pipeline import pipeline_for
+from edgefuse.preprocess import Preprocess
+
+APP_CONFIGS = {"detection": DetectionConfig, "segmentation": SegmentationConfig}
+# Keys of the app config the spec sets itself (app.model, app.source, app.sinks, app.backend).
+APP_OWNED_KEYS = ("model", "source", "jsonl", "save", "backend")
+_FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def source_kind(text: str, spec_dir: Path) -> str:
+    """catalogue, file or factory: how a model ``source`` string reads."""
+    name, _, variant = text.partition(":")
+    if name in CATALOGUE and (not variant or variant in VARIANTS):
+        return "catalogue"
+    module = name.partition(".")[0]
+    looks_catalogue = "." not in name and variant in VARIANTS  # "yolov8m:tiny", a typo
+    if _FACTORY.match(text) and module and not looks_catalogue and not (spec_dir / text).exists():
+        return "factory"
+    return "file"
+
+
+def check(located: Located, spec_dir: Path) -> list[SpecProblem]:
+    data = located.data
+    if not isinstance(data, Mapping):
+        return []
+    problems: list[SpecProblem] = []
+    problems += _target(data.get("target"), located)
+    models = data.get("models")
+    names: dict[str, Path_] = {}
+    if isinstance(models, list):
+        for index, model in enumerate(models):
+            if isinstance(model, Mapping):
+                problems += list(_model(model, ("models", index), located, spec_dir))
+                name = model.get("name")
+                if isinstance(name, str):
+                    if name in names:
+                        problems.append(SpecProblem(
+                            located.value_at(("models", index, "name")),
+                            ("models", index, "name"),
+                            f"model name '{name}' is used twice (first at line "
+                            f"{located.value_at(names[name]).line})",
+                            "give every model its own name: it is its folder in the bundle"))
+                    names.setdefault(name, ("models", index, "name"))
+    problems += _app(data.get("app"), names, located)
+    cache = data.get("cache")
+    if isinstance(cache, Mapping) and isinstance(cache.get("dir"), str):
+        folder = spec_dir / cache["dir"]
+        if folder.exists() and not folder.is_dir():
+            problems.append(SpecProblem(located.value_at(("cache", "dir")), ("cache", "dir"),
+                                        f"'{cache['dir']}' exists and is not a folder",
+                                        "name a folder (it is created when missing)"))
+    return problems
+
+
+def _target(target: Any, located: Located) -> list[SpecProblem]:
+    if not isinstance(target, Mapping) or not isinstance(target.get("soc"), str):
+        return []
+    soc = target["soc"]
+    try:
+        validate_soc(soc)
+    except EdgefuseError as exc:
+        by_lower = {name.lower(): name for name in KNOWN_SOCS}
+        lowered = soc.strip().lower()
+        near = by_lower.get(lowered) or by_lower.get("ascend" + lowered) or closest(
+            soc, list(KNOWN_SOCS))
+        return [SpecProblem(located.value_at(("target", "soc")), ("target", "soc"),
+                            exc.message, f"write `soc: {near}`" if near else exc.hint)]
+    return []
+
+
+def _model(model: Mapping[str, Any], path: Path_, located: Located,
+           spec_dir: Path) -> Iterator[SpecProblem]:
+    def at(*keys: str | int) -> tuple[Any, Path_]:
+        return located.value_at((*path, *keys)), (*path, *keys)
+
+    source = model.get("source")
+    if isinstance(source, str) and source:
+        yield from _source(source, model, path, located, spec_dir)
+    if "input" in model and "inputs" in model:
+        yield SpecProblem(*at("inputs"), "give either 'input' (one shape) or 'inputs' (by "
+                          "name), not both", "keep one of them")
+    target = (model.get("optimize") or {}).get("target") if isinstance(
+        model.get("optimize"), Mapping) else None
+    if isinstance(target, str) and target != "soc":
+        try:
+            pipeline_for(target)
+        except EdgefuseError as exc:
+            yield SpecProblem(*at("optimize", "target"), exc.message,
+                              "write `target: cpu`, `target: soc` or an Ascend soc name")
+    verify = model.get("verify")
+    if isinstance(verify, Mapping) and isinstance(verify.get("calibration"), str):
+        calibration = spec_dir / verify["calibration"]
+        if not calibration.exists():
+            yield SpecProblem(*at("verify", "calibration"),
+                              f"'{verify['calibration']}' does not exist (looked in {spec_dir})",
+                              "give a folder of images or .npz files, or a video, relative to "
+                              "the spec; or leave calibration out for seeded random inputs")
+    classes = model.get("classes")
+    if isinstance(classes, str) and not (spec_dir / classes).is_file():
+        yield SpecProblem(*at("classes"), f"class-name file '{classes}' does not exist",
+                          "give a text file with one name per line, relative to the spec, or "
+                          "a list: `classes: [circle, square]`")
+    for key, record in (("aipp", AippSpec.from_dict), ("preprocess", _preprocess),
+                        ("postprocess", Postprocess.from_dict)):
+        value = model.get(key)
+        if isinstance(value, Mapping):
+            try:
+                record(value)
+            except EdgefuseError as exc:
+                yield SpecProblem(*at(key), exc.message, exc.hint or f"see the {key} keys in "
+                                  "examples/")
+
+
+def _preprocess(value: Mapping[str, Any]) -> Preprocess:
+    return Preprocess.from_dict(value if "size" in value else {**value, "size": [1, 1]})
+
+
+def _source(source: str, model: Mapping[str, Any], path: Path_, located: Located,
+            spec_dir: Path) -> Iterator[SpecProblem]:
+    where = located.value_at((*path, "source"))
+    kind = source_kind(source, spec_dir)
+    if kind == "catalogue":
+        if "sha256" in model:
+            yield SpecProblem(located.value_at((*path, "sha256")), (*path, "sha256"),
+                              "a catalogue model has no file to pin", "remove `sha256:`")
+        return
+    if kind == "factory":
+        return
+    file = spec_dir / source
+    if file.is_file():
+        return
+    name, _, variant = source.partition(":")
+    looks_like_name = "/" not in source and "." not in source
+    if looks_like_name:
+        near = closest(name, list(CATALOGUE))
+        if name in CATALOGUE:
+            message = f"catalogue model '{name}' has no variant '{variant}'"
+            fix = f"write `source: {name}` or `source: {name}:tiny`"
+        else:
+            message = f"'{source}' is neither a catalogue model nor a file"
+            suffix = f":{variant}" if variant else ""
+            fix = (f"did you mean `source: {near}{suffix}`?" if near else
+                   f"catalogue models: {', '.join(CATALOGUE)}; or give a file relative to the "
+                   "spec, or package.module:factory")
+        yield SpecProblem(where, (*path, "source"), message, fix)
+        return
+    reason = "is a folder" if file.is_dir() else "does not exist"
+    yield SpecProblem(where, (*path, "source"), f"model file '{source}' {reason} (looked in "
+                      f"{spec_dir})", "give an .onnx or TorchScript file relative to the spec, "
+                      "a catalogue name, or package.module:factory")
+
+
+def _app(app: Any, names: Mapping[str, Path_], located: Located) -> list[SpecProblem]:
+    if not isinstance(app, Mapping):
+        return []
+    problems = []
+    model = app.get("model")
+    if isinstance(model, str) and names and model not in names:
+        near = closest(model, list(names))
+        problems.append(SpecProblem(
+            located.value_at(("app", "model")), ("app", "model"),
+            f"'{model}' is not one of the spec's models ({', '.join(names)})",
+            f"write `model: {near}`" if near else f"write `model: {next(iter(names))}`"))
+    kind = app.get("kind")
+    config = app.get("config")
+    if kind in APP_CONFIGS and isinstance(config, Mapping):
+        owned = [key for key in config if key in APP_OWNED_KEYS]
+        for key in owned:
+            problems.append(SpecProblem(
+                located.key_at(("app", "config", key)), ("app", "config", key),
+                f"'{key}' is set by the spec's app section, not its config",
+                f"move it up: `app.{'sinks.' if key in ('jsonl', 'save') else ''}{key}`"))
+        rest = {k: v for k, v in config.items() if k not in owned}
+        try:
+            from_mapping(APP_CONFIGS[kind], rest, "app.config")
+        except EdgefuseError as exc:
+            key = _key_named(exc.message, rest)
+            where = located.key_at(("app", "config", key)) if key else located.value_at(
+                ("app", "config"))
+            problems.append(SpecProblem(where, ("app", "config", *([key] if key else [])),
+                                        exc.message, exc.hint or "see apps/<kind>/config.yaml"))
+    return problems
+
+
+def _key_named(message: str, config: Mapping[str, Any]) -> str | None:
+    for key in config:
+        if f"'{key}'" in message:
+            return str(key)
+    return None

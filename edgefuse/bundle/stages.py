@@ -1,0 +1,360 @@
+"""One model of the spec through every stage, each stage's result taken from or put in the cache.
+
+convert -> optimize (+ parity against the converted model) -> FP16 (quantize with the spec's
+gate; its keep-FP32 set goes to compile) -> compile (the OM where ATC is, else the prepared ONNX
+and compile.sh; the model's application info embedded) -> golden (a recording on the host
+backend, checked on the board by ``edgefuse bundle verify``).
+
+Each stage's cache key is the digest of its input files, its options and ``tool_versions()``
+(``digests``); options that only judge a result (the optimize gate's threshold) stay out of the
+key, so changing them re-judges the stored figures without rebuilding. A gate that fails raises
+``BuildGateError`` (exit 1) naming the model, the gate and the outputs that missed it; a failed
+stage stores nothing. Nothing here prints: progress goes to the ``progress`` callback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import shutil
+import sys
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from edgefuse import model_info
+from edgefuse._deps import require_torch
+from edgefuse.acl.atc.runner import cann_version, find_atc
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.build.precision import KeepFp32
+from edgefuse.apps.models import catalogue_info
+from edgefuse.bundle.cache import Cache, CachedOnly, Entry
+from edgefuse.bundle.digests import key_of, tool_versions, tree_sha256
+from edgefuse.bundle.golden import GOLDEN_NPZ, record_golden
+from edgefuse.bundle.reproducible import DEFAULT_EPOCH
+from edgefuse.bundle.spec import ModelSpec
+from edgefuse.convert import convert
+from edgefuse.errors import EdgefuseError, InputError, Ref
+from edgefuse.fallback.sim_target import knows_board
+from edgefuse.manifest import read_manifest, write_manifest
+from edgefuse.model_info import AppInfo, Postprocess
+from edgefuse.models.catalogue import CATALOGUE
+from edgefuse.optimize import optimize
+from edgefuse.preprocess import Preprocess
+from edgefuse.quantize import quantize
+from edgefuse.verify import verify
+
+STAGES = ("convert", "optimize", "fp16", "compile", "golden")
+MODEL_FILE = "model.onnx"
+HOST_FILE = "host.onnx"  # a custom-op build's model as host backends run it (decompositions)
+BUILD_FOLDER = "build"
+FIGURE_DIGITS = 9  # significant digits of the parity figures a build writes (see ``figures``)
+Progress = Callable[[str, str, str, float], None]  # (model, stage, "cached"|"built", seconds)
+
+
+class BuildGateError(EdgefuseError):
+    """A model missed one of its spec's verify gates (exit 1, like a failed `verify`)."""
+
+    reference = Ref.BUILD_GATE_FAILED.value
+    exit_code = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelBuild:
+    """Where each stage's result of one model lies in the cache, and how each was obtained."""
+
+    name: str
+    entries: dict[str, Entry]
+    cached: dict[str, bool]
+    seconds: dict[str, float]
+    app: dict[str, Any] | None
+
+
+def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
+                progress: Progress) -> ModelBuild:
+    """Every stage of ``model`` (see the module docstring); raises on a failed stage or gate."""
+    entries: dict[str, Entry] = {}
+    cached: dict[str, bool] = {}
+    seconds: dict[str, float] = {}
+
+    def run(stage: str, key_payload: dict[str, Any], produce: Callable[[Path], dict]) -> Entry:
+        start = time.perf_counter()
+        key = key_of({"stage": stage, **key_payload, "tools": tool_versions()})
+        entry, hit = cache.fetch(stage, key, produce)
+        seconds[stage] = time.perf_counter() - start
+        cached[stage] = hit
+        entries[stage] = entry
+        progress(model.name, stage, "cached" if hit else "built", seconds[stage])
+        return entry
+
+    calibration = tree_sha256(model.calibration) if model.calibration else None
+    sampling = {"samples": model.verify["samples"], "seed": model.verify["seed"],
+                "calibration": calibration}
+    converted = run("convert", {"source": _source_identity(model), "inputs": _inputs_json(model),
+                                "opset": model.opset},
+                    lambda scratch: _convert(model, scratch))
+    optimized = run("optimize", {"model": converted.files[MODEL_FILE], **sampling,
+                                 **{k: model.optimize[k] for k in ("target", "only", "skip")}},
+                    lambda scratch: _optimize(model, converted, scratch))
+    _gate(model.name, "optimize", "optimized FP32 against the converted model",
+          optimized.info["parity"], model.verify["optimize_min_cosine"],
+          model.verify["max_rel_l2"])
+    fp16 = run("fp16", {"model": optimized.files[MODEL_FILE], **sampling,
+                        "min_cosine": model.verify["fp16_min_cosine"],
+                        **{k: model.precision[k] for k in ("keep_fp32", "keep_io_types")}},
+               lambda scratch: _fp16(model, optimized, scratch))
+    app = resolve_app_info(model, converted.path(MODEL_FILE))
+    compiled = run("compile", {"model": optimized.files[MODEL_FILE], "soc": soc,
+                               "keep_fp32": fp16.info["keep_fp32"], "app": app,
+                               "precision": model.precision["mode"], "aipp": model.aipp,
+                               "custom_ops": model.custom_ops, "atc": atc_identity()},
+                   lambda scratch: _compile(model, soc, optimized, fp16, app, scratch))
+    host = optimized.files[MODEL_FILE] if compiled.info["custom_ops"] else None
+    backend = golden_backend(soc)
+    run("golden", {"build": compiled.files[f"{BUILD_FOLDER}/manifest.json"], "host": host,
+                   "backend": backend, "seed": model.verify["seed"]},
+        lambda scratch: _golden(model, compiled, optimized if host else None, backend, scratch))
+    return ModelBuild(model.name, entries, cached, seconds, app)
+
+
+# ---- keys ---------------------------------------------------------------------------------------
+
+
+def _source_identity(model: ModelSpec) -> dict[str, Any]:
+    if model.source_kind == "catalogue":
+        name, variant = model.catalogue_name
+        return {"catalogue": name, "variant": variant}
+    if model.source_kind == "factory":
+        module = model.source.partition(":")[0]
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        origin = Path(found.origin) if found is not None and found.origin else None
+        return {"factory": model.source,
+                "module": tree_sha256(origin) if origin and origin.is_file() else None}
+    digest = tree_sha256(model.source_file)
+    if model.sha256 is not None and digest != model.sha256:
+        raise InputError(
+            f"model '{model.name}': '{model.source}' does not match the sha256 the spec pins",
+            context=f"spec:  {model.sha256}\nfound: {digest}",
+            hint="update `sha256:` if the new file is intended, else restore the pinned file",
+            reference=Ref.BAD_BUILD_SPEC,
+        )
+    return {"file": digest}
+
+
+def _inputs_json(model: ModelSpec) -> list | None:
+    if model.inputs is None:
+        return None
+    return [[name, list(shape)] for name, shape in model.inputs.items()]
+
+
+def atc_identity() -> str | None:
+    """The CANN that compiles here (its version is part of the compile key), None without ATC."""
+    return (cann_version() or "unknown") if find_atc() is not None else None
+
+
+# ---- producers ----------------------------------------------------------------------------------
+
+
+def _convert(model: ModelSpec, scratch: Path) -> dict[str, Any]:
+    """Convert on one PyTorch thread: a catalogue model calibrates its BatchNorm statistics by
+    running the network, and float sums in another thread count give other weights."""
+    needs_torch = model.source_kind != "file" or zipfile.is_zipfile(model.source_file)
+    if not needs_torch:
+        return _convert_on(model, scratch)
+    torch = require_torch(f"converting '{model.source}'")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _convert_on(model, scratch)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _convert_on(model: ModelSpec, scratch: Path) -> dict[str, Any]:
+    shapes: Any = model.inputs
+    if shapes is not None and None in shapes:
+        shapes = shapes[None]
+    if model.source_kind == "catalogue":
+        name, variant = model.catalogue_name
+        entry = CATALOGUE[name]
+        if shapes is None:
+            shapes = entry.shapes(variant)[0]
+        source: Any = entry.build(variant)
+    elif model.source_kind == "factory":
+        if str(model.directory) not in sys.path:  # the spec's own modules, as `python -m` does
+            sys.path.insert(0, str(model.directory))
+        source = model.source
+    else:
+        source = str(model.source_file)
+    proto = convert(source, inputs=shapes, opset=model.opset)
+    _set_metadata(proto, "edgefuse.source", model.source)  # as written: no absolute path
+    onnx.save_model(proto, str(scratch / MODEL_FILE))
+    return {"inputs": [i.name for i in proto.graph.input]}
+
+
+def _set_metadata(proto: onnx.ModelProto, key: str, value: str) -> None:
+    for prop in proto.metadata_props:
+        if prop.key == key:
+            prop.value = value
+            return
+    proto.metadata_props.add(key=key, value=value)
+
+
+def _optimize(model: ModelSpec, converted: Entry, scratch: Path) -> dict[str, Any]:
+    result = optimize(converted.path(MODEL_FILE), output=scratch / MODEL_FILE,
+                      target=model.optimize["target"], only=model.optimize["only"],
+                      skip=model.optimize["skip"])
+    (scratch / "optimize.json").write_text(_stable_report(result.report.to_json()),
+                                           encoding="utf-8")
+    parity = verify(converted.path(MODEL_FILE), scratch / MODEL_FILE,
+                    inputs=model.calibration, seed=model.verify["seed"],
+                    samples=model.verify["samples"], min_cosine=-1.0)
+    return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
+                               "degenerate": parity.degenerate})}
+
+
+def _fp16(model: ModelSpec, optimized: Entry, scratch: Path) -> dict[str, Any]:
+    minimum = model.verify["fp16_min_cosine"]
+    result = quantize(optimized.path(MODEL_FILE), keep_fp32=model.precision["keep_fp32"],
+                      keep_io_types=model.precision["keep_io_types"], min_cosine=minimum,
+                      inputs=model.calibration, seed=model.verify["seed"],
+                      samples=model.verify["samples"])
+    report = result.report
+    parity = figures({"outputs": [g.to_json() for g in report.gate],
+                      "degenerate": report.degenerate})
+    _gate(model.name, "fp16", "FP16 (storage emulated) against FP32", parity, minimum, None)
+    (scratch / "fp16.json").write_text(_stable_report(report.to_json()), encoding="utf-8")
+    return {"parity": parity, "keep_fp32": report.keep_fp32,
+            "conversion": report.conversion}
+
+
+def _compile(model: ModelSpec, soc: str, optimized: Entry, fp16: Entry,
+             app: dict[str, Any] | None, scratch: Path) -> dict[str, Any]:
+    proto = onnx.load(str(optimized.path(MODEL_FILE)))
+    if app is not None:
+        proto = model_info.embed(proto, AppInfo.from_dict(app))
+    keep = fp16.info["keep_fp32"]
+    result = compile_model(
+        proto, soc, scratch / BUILD_FOLDER, precision=model.precision["mode"],
+        aipp=AippSpec.from_dict(model.aipp) if model.aipp else None,
+        keep_fp32=KeepFp32(tuple(keep["nodes"]), tuple(keep["op_types"])),
+        custom_ops=model.custom_ops,
+    )
+    manifest = read_manifest(scratch / BUILD_FOLDER)
+    extra = figures(manifest.extra)
+    if app is not None:
+        extra[model_info.MANIFEST_KEY] = app
+    write_manifest(scratch / BUILD_FOLDER, dataclasses.replace(manifest, extra=extra))
+    return {"om": result.om_path.name if result.om_path else None, "argv": result.argv,
+            "custom_ops": result.custom_ops, "decomposed": result.decomposed,
+            "parity": figures(result.prepared.parity)}
+
+
+def golden_backend(soc: str) -> str:
+    """``sim`` (the board's I/O, FP16 numerics and memory, simulated) for a soc whose board
+    edgefuse knows, else ONNX Runtime on the CPU."""
+    return "sim" if knows_board(soc) else "cpu"
+
+
+def _golden(model: ModelSpec, compiled: Entry, host: Entry | None, backend: str,
+            scratch: Path) -> dict[str, Any]:
+    """The recording; a build with custom ops also keeps the model hosts run (``HOST_FILE``)."""
+    host_onnx = None
+    if host is not None:
+        host_onnx = scratch / HOST_FILE
+        shutil.copyfile(host.path(MODEL_FILE), host_onnx)
+    record = record_golden(compiled.path(BUILD_FOLDER), scratch / GOLDEN_NPZ, backend,
+                           seed=model.verify["seed"], epoch=DEFAULT_EPOCH, host_onnx=host_onnx)
+    return {"backend": record["backend"], "host_onnx": HOST_FILE if host is not None else None}
+
+
+def _stable_report(report: dict[str, Any]) -> str:
+    """A stage report without its timings, so that equal inputs give equal bytes."""
+    return json.dumps(figures(_without_timings(report)), indent=2, sort_keys=True) + "\n"
+
+
+def figures(value: Any) -> Any:
+    """``value`` with every float rounded to ``FIGURE_DIGITS`` significant digits.
+
+    Why: a cosine summed by a multi-threaded BLAS differs in its last bits with the thread count,
+    which would make equal builds on different machines (or with other ``--jobs``) write
+    different bytes; nine digits keep every figure a gate reads."""
+    if isinstance(value, float):
+        return float(f"{value:.{FIGURE_DIGITS}g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: figures(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [figures(v) for v in value]
+    return value
+
+
+def _without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items()
+                if k not in ("seconds", "elapsed_s", "time_s")}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+# ---- gates and app info -------------------------------------------------------------------------
+
+
+def _gate(name: str, stage: str, what: str, parity: dict[str, Any], min_cosine: float,
+          max_rel_l2: float | None) -> None:
+    degenerate = parity.get("degenerate", {})
+    judged = [o for o in parity["outputs"] if o["name"] not in degenerate]
+    if not judged:
+        raise BuildGateError(
+            f"model '{name}': the {stage} gate ({what}) is inconclusive: every output is nearly "
+            "constant on the inputs",
+            context="\n".join(f"{k}: {v}" for k, v in degenerate.items()),
+            hint="give real inputs: `verify: {calibration: FOLDER}` with images or .npz files")
+    missed = [o for o in judged if o["cosine"] is None or o["cosine"] < min_cosine or (
+        max_rel_l2 is not None and (o["rel_l2_error"] is None or o["rel_l2_error"] > max_rel_l2))]
+    if missed:
+        gate = f"cosine >= {min_cosine}" + (
+            f" and rel L2 <= {max_rel_l2}" if max_rel_l2 is not None else "")
+        raise BuildGateError(
+            f"model '{name}' failed the {stage} gate ({what}: {gate})",
+            context="\n".join(f"output '{o['name']}': cosine {o['cosine']}, rel L2 "
+                              f"{o['rel_l2_error']}" for o in missed),
+            hint="fp16: keep more nodes FP32 (`precision: {keep_fp32: auto}`) or calibrate on "
+                 "real data (`verify: {calibration: ...}`); lower the gate in `verify:` only if "
+                 "the task metric allows it" if stage == "fp16" else
+                 "an optimize rule changed the outputs: skip it (`optimize: {skip: [RULE]}`) "
+                 "and report the model")
+
+
+def resolve_app_info(model: ModelSpec, converted: Path) -> dict[str, Any] | None:
+    """The application info the bundle carries: the spec's keys over the model's own record
+    (its ONNX metadata), over what the catalogue knows of a catalogue model."""
+    base = model_info.from_onnx(onnx.load(str(converted), load_external_data=False),
+                                model.name)
+    if base is None and model.source_kind == "catalogue":
+        name, variant = model.catalogue_name
+        base = catalogue_info(CATALOGUE[name], variant)
+    if base is None and not model.app:
+        return None
+    base = base or AppInfo()
+    given = model.app
+    preprocess = base.preprocess
+    if "preprocess" in given:
+        preprocess = Preprocess.from_dict(given["preprocess"], base=preprocess,
+                                          where=f"model '{model.name}' preprocess")
+    post = {**{k: v for k, v in dataclasses.asdict(base.postprocess).items() if v is not None},
+            **given.get("postprocess", {})}
+    info = AppInfo(task=given.get("task", base.task),
+                   classes=tuple(given.get("classes", base.classes)),
+                   preprocess=preprocess, postprocess=Postprocess.from_dict(post))
+    return info.to_dict()

@@ -1,0 +1,128 @@
+"""The application info that travels with a model, and the output layout told from its shapes.
+
+Why it travels with the model: class names, letterbox convention, normalisation and decode
+layout are properties of how the model was trained and exported; an app that takes them from a
+separate config gets one of them wrong sooner or later (contracts.md, "Model application info").
+Stored as the JSON string ``metadata_props["edgefuse.app"]`` of the ONNX file and copied by
+``edgefuse compile`` into ``manifest.json["app"]``. A build whose manifest does not carry it yet
+is read from the build's ONNX (compile keeps metadata_props).
+
+When a model carries nothing, ``edgefuse.vision.model.layouts`` tells the layout from the outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+
+from edgefuse import _records as rec
+from edgefuse.errors import InputError, Ref
+from edgefuse.preprocess import Preprocess
+
+METADATA_KEY = "edgefuse.app"
+MANIFEST_KEY = "app"
+TASKS = ("detect", "segment", "classify")
+LAYOUTS = ("yolov8", "yolov5", "yolo_head", "seg_logits", "seg_sigmoid", "seg_argmax", "logits")
+TASK_OF_LAYOUT = {
+    "yolov8": "detect", "yolov5": "detect", "yolo_head": "detect",
+    "seg_logits": "segment", "seg_sigmoid": "segment", "seg_argmax": "segment",
+    "logits": "classify",
+}
+_REF = Ref.BAD_APP_INFO
+
+
+@dataclasses.dataclass(frozen=True)
+class Postprocess:
+    """How to decode the outputs; None leaves a value to the app's defaults."""
+
+    layout: str | None = None
+    conf: float | None = None
+    iou: float | None = None
+    max_det: int | None = None
+    background: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "") -> Postprocess:
+        rec.check_mapping(data, where, _REF)
+        rec.check_keys(data, [f.name for f in dataclasses.fields(cls)], where, _REF)
+        if data.get("layout") is not None:
+            rec.choice(data["layout"], "layout", LAYOUTS, where, _REF)
+        for key in ("conf", "iou"):
+            if data.get(key) is not None:
+                rec.number(data[key], key, where, _REF, low=0, high=1)
+        for key, low in (("max_det", 1), ("background", 0)):
+            if data.get(key) is not None:
+                rec.number(data[key], key, where, _REF, low=low, integer=True)
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclasses.dataclass(frozen=True)
+class AppInfo:
+    """The contracts.md record: task, class names, preprocessing, postprocessing."""
+
+    task: str | None = None
+    classes: tuple[str, ...] = ()
+    preprocess: Preprocess | None = None
+    postprocess: Postprocess = Postprocess()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "") -> AppInfo:
+        rec.check_mapping(data, where, _REF)
+        rec.check_keys(data, ("task", "classes", "preprocess", "postprocess"), where, _REF)
+        task = data.get("task")
+        if task is not None:
+            rec.choice(task, "task", TASKS, where, _REF)
+        classes = rec.strings(data.get("classes") or [], "classes", where, _REF)
+        preprocess = data.get("preprocess")
+        return cls(
+            task=task,
+            classes=classes,
+            preprocess=Preprocess.from_dict(preprocess, where=f"{where} preprocess".strip())
+            if preprocess is not None else None,
+            postprocess=Postprocess.from_dict(data.get("postprocess") or {},
+                                              where=f"{where} postprocess".strip()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        post = {k: v for k, v in dataclasses.asdict(self.postprocess).items() if v is not None}
+        data: dict[str, Any] = {"task": self.task, "classes": list(self.classes)}
+        if self.preprocess is not None:
+            data["preprocess"] = self.preprocess.to_dict()
+        data["postprocess"] = post
+        return data
+
+
+def from_onnx(model: onnx.ModelProto, where: str = "") -> AppInfo | None:
+    """The info in ``metadata_props["edgefuse.app"]``, None when the model carries none."""
+    for prop in model.metadata_props:
+        if prop.key == METADATA_KEY:
+            try:
+                data = json.loads(prop.value)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"metadata_props['{METADATA_KEY}'] is not JSON: {exc}",
+                                 context=where or None, reference=_REF) from exc
+            return AppInfo.from_dict(data, f"{where} metadata_props['{METADATA_KEY}']".strip())
+    return None
+
+
+def from_manifest_extra(extra: Mapping[str, Any], where: str = "") -> AppInfo | None:
+    """The info a BUILD_DIR's manifest carries under "app", None when it has none."""
+    data = extra.get(MANIFEST_KEY)
+    return None if data is None else AppInfo.from_dict(data, f"{where} ['app']".strip())
+
+
+def embed(model: onnx.ModelProto, info: AppInfo) -> onnx.ModelProto:
+    """A copy of ``model`` carrying ``info`` in its metadata (replacing any earlier one)."""
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    kept = [p for p in result.metadata_props if p.key != METADATA_KEY]
+    del result.metadata_props[:]
+    result.metadata_props.extend(kept)
+    onnx.helper.set_model_props(result, {
+        **{p.key: p.value for p in kept}, METADATA_KEY: json.dumps(info.to_dict()),
+    })
+    return result

@@ -1,0 +1,248 @@
+"""Frames to model inputs: letterbox or stretch, colour order, normalisation, layout, geometry.
+
+Why the geometry is a record and not code: four incompatible letterbox variants exist in the
+reference apps (Ultralytics centred/114, rknn centred/0, Ascend DVPP top-left, numpy top-left/0;
+see shared/reference/apps-and-pipelines.md §0.3), and post-processing that assumes the wrong one
+silently shifts every box. Each frame's ``Geometry`` says exactly what was done (scale, pad
+left/top, pad value, centred or not, source and model size) and inverts itself, so the boxes are
+mapped back with the numbers that made the input, not with a second guess.
+
+Letterbox follows Ultralytics ``LetterBox`` (ultralytics/data/augment.py, ``auto=False``,
+``scaleup=True``): ``r = min(H / h, W / w)``, content ``round(w r) x round(h r)`` resized with
+``cv2.INTER_LINEAR``, the padding split in half when centred with the odd pixel right/bottom
+(``round(d - 0.1)``, ``round(d + 0.1)``), all of it right/bottom when pasted top-left. The inverse
+is Ultralytics' ``scale_boxes``: subtract the pad, divide by the scale, clip to the frame.
+
+The record (contracts.md, "Preprocessing record") is ``Preprocess``; the model input is
+``(pixel * scale - mean) / std`` per channel in the model's colour order, computed as one
+multiply-add per element. ``dtype: uint8`` means the model takes the raw frame (an AIPP build, a
+graph that normalises itself): then scale, mean and std must be the identity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from edgefuse import _records as rec
+from edgefuse._cv import cv2
+from edgefuse.errors import Ref
+
+RESIZES = ("letterbox", "stretch")
+COLORS = ("RGB", "BGR")
+LAYOUTS = ("NCHW", "NHWC")
+DTYPES = ("float32", "float16", "uint8")
+# The ImageNet statistics that torchvision-style and PP-OCR models normalise RGB in [0, 1] with.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+_REF = Ref.BAD_PREPROCESS
+
+
+@dataclasses.dataclass(frozen=True)
+class Preprocess:
+    """How a BGR uint8 frame becomes the model's input (the contracts.md record)."""
+
+    size: tuple[int, int]  # model input (height, width)
+    resize: str = "letterbox"
+    pad_value: int = 114
+    center: bool = True
+    color: str = "RGB"
+    scale: float = 1.0 / 255.0
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    layout: str = "NCHW"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        self._check("")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, base: Preprocess | None = None,
+                  where: str = "") -> Preprocess:
+        """The record from plain data; keys not given keep ``base``'s values (or the defaults)."""
+        rec.check_mapping(data, where, _REF)
+        rec.check_keys(data, [f.name for f in dataclasses.fields(cls)], where, _REF)
+        merged = base.to_dict() if base is not None else {}
+        merged.update(data)
+        if "size" not in merged:
+            raise rec.bad("the preprocess record needs 'size' [height, width]", where, _REF)
+        record = cls.__new__(cls)
+        values = {
+            "size": rec.numbers(merged["size"], "size", 2, where, _REF, integer=True, low=1),
+            "mean": rec.numbers(merged.get("mean", 0.0), "mean", 3, where, _REF),
+            "std": rec.numbers(merged.get("std", 1.0), "std", 3, where, _REF),
+        }
+        for field in dataclasses.fields(cls):
+            value = values.get(field.name, merged.get(field.name, field.default))
+            object.__setattr__(record, field.name, value)
+        record._check(where)
+        return record
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Preprocess:
+        """The record in a YAML or JSON file (the keys of ``to_dict``)."""
+        return cls.from_dict(rec.read_yaml(path, "preprocess record", _REF) or {},
+                             where=str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+    def _check(self, where: str) -> None:
+        rec.numbers(self.size, "size", 2, where, _REF, integer=True, low=1)
+        rec.choice(self.resize, "resize", RESIZES, where, _REF)
+        rec.number(self.pad_value, "pad_value", where, _REF, low=0, high=255, integer=True)
+        rec.boolean(self.center, "center", where, _REF)
+        rec.choice(self.color, "color", COLORS, where, _REF)
+        rec.number(self.scale, "scale", where, _REF)
+        rec.numbers(self.mean, "mean", 3, where, _REF)
+        rec.numbers(self.std, "std", 3, where, _REF)
+        if self.scale <= 0 or any(s == 0 for s in self.std):
+            raise rec.bad("'scale' must be > 0 and 'std' must not contain 0", where, _REF)
+        rec.choice(self.layout, "layout", LAYOUTS, where, _REF)
+        rec.choice(self.dtype, "dtype", DTYPES, where, _REF)
+        identity = self.scale == 1 and self.mean == (0, 0, 0) and self.std == (1, 1, 1)
+        if self.dtype == "uint8" and not identity:
+            raise rec.bad(
+                "a uint8 model input takes the raw frame: 'scale' must be 1, 'mean' 0 and 'std' 1",
+                where, _REF, hint="the model (or its AIPP) normalises; do not do it twice")
+
+    def __call__(self, frame: np.ndarray) -> tuple[np.ndarray, Geometry]:
+        """The model input (batch of one) for a BGR uint8 ``frame``, and how it was made."""
+        image, geometry = fit(frame, self)
+        return to_tensor(image, self), geometry
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """Where a frame went in the model input: model = frame * scale + pad (per axis)."""
+
+    src_size: tuple[int, int]  # frame (height, width)
+    dst_size: tuple[int, int]  # model input (height, width)
+    scale_x: float
+    scale_y: float
+    pad_left: int = 0
+    pad_top: int = 0
+    pad_value: int = 114
+    center: bool = True
+    resize: str = "letterbox"
+
+    @property
+    def scale(self) -> float:
+        """The letterbox ratio r (both axes); a stretch has one per axis."""
+        return self.scale_x
+
+    @property
+    def content_size(self) -> tuple[int, int]:
+        """(height, width) of the resized frame inside the model input, padding excluded."""
+        h, w = self.src_size
+        if self.resize == "stretch":
+            return self.dst_size
+        return int(round(h * self.scale_y)), int(round(w * self.scale_x))
+
+    def to_frame(self, boxes: np.ndarray) -> np.ndarray:
+        """xyxy boxes in model-input pixels -> frame pixels, clipped to the frame (float32)."""
+        out = np.array(boxes, dtype=np.float32).reshape(-1, 4)
+        h, w = self.src_size
+        out[:, 0::2] = np.clip((out[:, 0::2] - self.pad_left) / self.scale_x, 0, w)
+        out[:, 1::2] = np.clip((out[:, 1::2] - self.pad_top) / self.scale_y, 0, h)
+        return out
+
+    def to_model(self, boxes: np.ndarray) -> np.ndarray:
+        """xyxy boxes in frame pixels -> model-input pixels (no clipping)."""
+        out = np.array(boxes, dtype=np.float32).reshape(-1, 4)
+        out[:, 0::2] = out[:, 0::2] * self.scale_x + self.pad_left
+        out[:, 1::2] = out[:, 1::2] * self.scale_y + self.pad_top
+        return out
+
+    def content_slices(self) -> tuple[slice, slice]:
+        """(rows, columns) of the model input that hold the frame, padding excluded."""
+        content_h, content_w = self.content_size
+        return (slice(self.pad_top, self.pad_top + content_h),
+                slice(self.pad_left, self.pad_left + content_w))
+
+    def mask_to_frame(self, mask: np.ndarray) -> np.ndarray:
+        """A [H, W] map at model resolution -> [h, w] at the frame's, padding cut, nearest.
+
+        ``mask`` may already be cut to ``content_slices()``.
+        """
+        rows, columns = self.content_slices()
+        content = mask if mask.shape == self.content_size else mask[rows, columns]
+        h, w = self.src_size
+        if content.shape == (h, w):
+            return np.ascontiguousarray(content)
+        return cv2().resize(np.ascontiguousarray(content), (w, h),
+                            interpolation=cv2().INTER_NEAREST)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contracts.md form; a stretch records its per-axis scale as [x, y]."""
+        scale = self.scale_x if self.resize == "letterbox" else [self.scale_x, self.scale_y]
+        return {"resize": self.resize, "scale": scale, "pad_left": self.pad_left,
+                "pad_top": self.pad_top, "pad_value": self.pad_value, "center": self.center,
+                "src_size": list(self.src_size), "dst_size": list(self.dst_size)}
+
+
+def letterbox(frame: np.ndarray, size: tuple[int, int], pad_value: int = 114,
+              center: bool = True) -> tuple[np.ndarray, Geometry]:
+    """Resize keeping the aspect ratio and pad to ``size`` (height, width); see the docstring."""
+    h, w = frame.shape[:2]
+    height, width = size
+    r = min(height / h, width / w)
+    new_w, new_h = int(round(w * r)), int(round(h * r))
+    dw, dh = float(width - new_w), float(height - new_h)
+    if center:
+        dw, dh = dw / 2, dh / 2
+    if (new_w, new_h) != (w, h):
+        frame = cv2().resize(frame, (new_w, new_h), interpolation=cv2().INTER_LINEAR)
+    top, bottom = (int(round(dh - 0.1)) if center else 0), int(round(dh + 0.1))
+    left, right = (int(round(dw - 0.1)) if center else 0), int(round(dw + 0.1))
+    if top or bottom or left or right:
+        frame = cv2().copyMakeBorder(frame, top, bottom, left, right, cv2().BORDER_CONSTANT,
+                                     value=(pad_value,) * 3)
+    geometry = Geometry((h, w), (height, width), r, r, left, top, pad_value, center)
+    return frame, geometry
+
+
+def stretch(frame: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, Geometry]:
+    """Plain resize to ``size`` (height, width), aspect ratio not kept."""
+    h, w = frame.shape[:2]
+    height, width = size
+    if (h, w) != (height, width):
+        frame = cv2().resize(frame, (width, height), interpolation=cv2().INTER_LINEAR)
+    return frame, Geometry((h, w), (height, width), width / w, height / h, 0, 0, 0, False,
+                           "stretch")
+
+
+def fit(frame: np.ndarray, record: Preprocess) -> tuple[np.ndarray, Geometry]:
+    """The frame resized as ``record`` says (still BGR uint8 HWC)."""
+    if record.resize == "stretch":
+        return stretch(frame, record.size)
+    return letterbox(frame, record.size, record.pad_value, record.center)
+
+
+def to_tensor(image: np.ndarray, record: Preprocess) -> np.ndarray:
+    """A fitted BGR uint8 image -> the model input, batch of one, in one pass where it can."""
+    order = [2, 1, 0] if record.color == "RGB" else [0, 1, 2]
+    if record.dtype == "uint8":
+        pixels = image[..., order] if record.color == "RGB" else image
+        pixels = pixels.transpose(2, 0, 1) if record.layout == "NCHW" else pixels
+        return np.ascontiguousarray(pixels)[np.newaxis]
+    std = np.asarray(record.std, dtype=np.float32)
+    gain = np.float32(record.scale) / std
+    offset = -np.asarray(record.mean, dtype=np.float32) / std
+    height, width = image.shape[:2]
+    if record.layout == "NCHW":
+        out = np.empty((1, 3, height, width), np.float32)
+        np.multiply(image.transpose(2, 0, 1)[order], gain[:, None, None], out=out[0])
+        if offset.any():
+            out[0] += offset[:, None, None]
+    else:
+        out = np.empty((1, height, width, 3), np.float32)
+        np.multiply(image[..., order], gain, out=out[0])
+        if offset.any():
+            out[0] += offset
+    return out.astype(np.float16) if record.dtype == "float16" else out

@@ -1,0 +1,1 @@
+"""Detection: output layouts decoded to boxes, the Detector, text boxes."""

@@ -1,0 +1,1 @@
+"""Annotated frames: boxes, labels, class overlays and the palette they use."""

@@ -1,0 +1,80 @@
+"""Annotated frames: boxes with labels, and class maps blended over the frame.
+
+Why OpenCV for all of it: its rectangle, text and ``addWeighted`` run in C++ with the GIL
+released, so drawing overlaps inference in the pipeline's sink thread. Frames are BGR uint8 and
+never modified in place (the caller may still hold them). The overlay blends only pixels outside
+the background class, ``out = (1 - alpha) * frame + alpha * colour`` rounded as OpenCV does, so
+an empty map leaves the frame untouched (OpenVINO blends everywhere, which darkens the whole
+frame with the background's black).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from edgefuse._cv import cv2
+from edgefuse.metrics.detect import Detections
+
+
+def label_of(names: Sequence[str], class_id: int) -> str:
+    return names[class_id] if 0 <= class_id < len(names) else f"class{class_id}"
+
+
+def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[str],
+                    colours: np.ndarray, *, line_width: int | None = None,
+                    labels: bool = True) -> np.ndarray:
+    """A copy of ``frame`` with each box and "name score"; ``colours`` BGR [N, 3], by class."""
+    out = frame.copy()
+    width = line_width or max(round(sum(frame.shape[:2]) / 2 * 0.003), 1)
+    font_scale = width / 3
+    for box, score, class_id in zip(detections.boxes, detections.scores, detections.classes,
+                                    strict=True):
+        colour = tuple(int(c) for c in colours[int(class_id) % len(colours)])
+        x1, y1, x2, y2 = (int(round(float(v))) for v in box)
+        cv2().rectangle(out, (x1, y1), (x2, y2), colour, width)
+        if not labels:
+            continue
+        text = f"{label_of(names, int(class_id))} {float(score):.2f}"
+        (text_w, text_h), base = cv2().getTextSize(text, 0, font_scale, max(width - 1, 1))
+        above = y1 - text_h - base >= 0
+        top = y1 - text_h - base if above else y1
+        cv2().rectangle(out, (x1, top), (x1 + text_w, top + text_h + base), colour, -1)
+        cv2().putText(out, text, (x1, top + text_h), 0, font_scale, (255, 255, 255),
+                      max(width - 1, 1), cv2().LINE_AA)
+    return out
+
+
+def overlay(frame: np.ndarray, class_map: np.ndarray, colours: np.ndarray, *,
+            alpha: float = 0.5, background: int | None = 0, outline: bool = False) -> np.ndarray:
+    """``frame`` with the class map's colours (BGR [N, 3], by class id) blended in.
+
+    ``outline`` draws each region's border in the complement of its colour: a blend is invisible
+    where an object already has its class's palette colour, its border never is.
+    """
+    coloured = colours.take(class_map, axis=0, mode="wrap")
+    blended = cv2().addWeighted(frame, 1.0 - alpha, coloured, alpha, 0.0)
+    if background is None:
+        out = blended
+    else:
+        out = frame.copy()
+        np.copyto(out, blended, where=(class_map != background)[..., np.newaxis])
+    if outline:
+        border = _region_borders(class_map)
+        if background is not None:
+            border &= class_map != background
+        out[border] = 255 - coloured[border]
+    return out
+
+
+def _region_borders(class_map: np.ndarray) -> np.ndarray:
+    """Pixels whose right, left, lower or upper neighbour has another class."""
+    border = np.zeros(class_map.shape, bool)
+    horizontal = class_map[:, 1:] != class_map[:, :-1]
+    vertical = class_map[1:] != class_map[:-1]
+    border[:, 1:] |= horizontal
+    border[:, :-1] |= horizontal
+    border[1:] |= vertical
+    border[:-1] |= vertical
+    return border

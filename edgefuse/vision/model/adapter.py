@@ -1,0 +1,285 @@
+"""A session and what turns a frame into its input: the half that Detector and Segmenter share.
+
+Why the input plan is derived, not configured: the model's application info (``model_info``)
+says how it was trained to see frames, the session says what its input is, and a BUILD_DIR
+compiled with AIPP says that the NPU (or its host emulation) already swaps channels and
+normalises. The plan takes each from where it is true and checks they agree, so a frame is
+never normalised twice (pitfall 4 of shared/reference/apps-and-pipelines.md §2.5):
+
+- AIPP build: the session's input is the uint8 frame the board takes ([1, H, W, 3], or the
+  [1, 1.5H, W] bytes of a YUV420SP build); the frame is only letterboxed (or stretched) to the
+  AIPP source size, in the channel order of its ``input_format`` (converted to NV12/NV21 for a
+  YUV build); a crop in the AIPP spec gets the fitted frame pasted at the crop's place;
+- otherwise: the app info's preprocess record, or defaults from the input's shape (letterbox,
+  pad 114, RGB, /255, NCHW float32), with the caller's overrides, checked against the input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+
+from edgefuse import model_info
+from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.errors import InputError, Ref
+from edgefuse.manifest import AippRecord, BuildManifest
+from edgefuse.model_info import TASK_OF_LAYOUT, AppInfo
+from edgefuse.model_source import ModelSource, resolve_source
+from edgefuse.preprocess import Geometry, Preprocess, fit, to_tensor
+from edgefuse.runtime import DEFAULT_BACKENDS, open_session
+from edgefuse.session import Session
+from edgefuse.vision.model import layouts
+
+log = logging.getLogger(__name__)
+
+TASK_WORDS = {"detect": "detection", "segment": "segmentation", "classify": "classification"}
+
+
+@dataclasses.dataclass(frozen=True)
+class InputPlan:
+    """The image input's name, how frames are fitted and converted, and an AIPP crop canvas."""
+
+    name: str
+    preprocess: Preprocess
+    aipp: bool = False
+    canvas: tuple[int, int, int, int] | None = None  # AIPP source (h, w) and crop (x, y)
+    yuv: AippSpec | None = None  # a YUV420SP AIPP: BGR frames become its NV12/NV21 bytes
+
+
+def app_info_of(source: ModelSource) -> AppInfo | None:
+    """The application info a model or BUILD_DIR carries (manifest first, then the ONNX)."""
+    if source.manifest is not None:
+        info = model_info.from_manifest_extra(source.manifest.extra, source.label)
+        if info is not None:
+            return info
+    model = source.onnx
+    if model is None:
+        return None
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model), load_external_data=False)
+    return model_info.from_onnx(model, source.label)
+
+
+def plan_input(session: Session, info: AppInfo, manifest: BuildManifest | None,
+               overrides: Mapping[str, Any] | None = None) -> InputPlan:
+    """How frames become the session's image input (see the module docstring)."""
+    overrides = dict(overrides or {})
+    if len(session.inputs) != 1:
+        raise InputError(
+            f"the model takes {len(session.inputs)} inputs; edgefuse.vision feeds one image",
+            context="inputs: " + "; ".join(s.describe() for s in session.inputs),
+            hint="export the model with the image as its only input",
+            reference=Ref.WRONG_MODEL_KIND,
+        )
+    spec = session.inputs[0]
+    if manifest is not None and manifest.preprocess is not None:
+        return _aipp_plan(spec.name, manifest.preprocess, info, overrides)
+    base = info.preprocess or _default_preprocess(spec, overrides)
+    record = Preprocess.from_dict(overrides, base=base, where="preprocess") if overrides else base
+    _check_against_input(record, spec)
+    return InputPlan(spec.name, record)
+
+
+def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
+    """One BGR frame -> the feeds of the plan's input, and the geometry back to the frame.
+
+    A function of the plan alone, so that whatever feeds a session frames (an app, ``edgefuse run
+    --frames``, a test) prepares them exactly as the apps do.
+    """
+    fitted, geometry = fit(image, plan.preprocess)
+    tensor = to_tensor(fitted, plan.preprocess)
+    if plan.canvas is not None:
+        height, width, x, y = plan.canvas
+        canvas = np.full((1, height, width, 3), plan.preprocess.pad_value, np.uint8)
+        canvas[:, y:y + tensor.shape[1], x:x + tensor.shape[2]] = tensor
+        tensor = canvas
+    if plan.yuv is not None:
+        tensor = plan.yuv.frame_from_bgr(tensor[0])[np.newaxis]
+    return {plan.name: tensor}, geometry
+
+
+def _default_preprocess(spec: Any, overrides: Mapping[str, Any]) -> Preprocess:
+    shape = spec.shape
+    layout = overrides.get("layout")
+    if layout is None and len(shape) == 4:
+        layout = "NHWC" if shape[-1] == 3 and shape[1] != 3 else "NCHW"
+    if len(shape) != 4:
+        raise InputError(f"the model's input {spec.describe()} is not an image batch",
+                         hint="edgefuse.vision feeds 4-D image inputs [N, C, H, W] or [N, H, W, C]",
+                         reference=Ref.WRONG_MODEL_KIND)
+    dims = shape[2:4] if layout == "NCHW" else shape[1:3]
+    size = overrides.get("size") or (list(dims) if all(isinstance(d, int) for d in dims) else None)
+    if size is None:
+        raise InputError(f"the model's input {spec.describe()} has no fixed height and width",
+                         hint="set preprocess.size [height, width] in the config",
+                         reference=Ref.BAD_PREPROCESS)
+    dtype = spec.dtype.name if spec.dtype.name in ("float32", "float16", "uint8") else "float32"
+    scale = 1.0 if dtype == "uint8" else 1.0 / 255.0
+    return Preprocess(size=tuple(size), layout=layout, dtype=dtype, scale=scale)
+
+
+def _check_against_input(record: Preprocess, spec: Any) -> None:
+    height, width = record.size
+    expected = (1, 3, height, width) if record.layout == "NCHW" else (1, height, width, 3)
+    shape_ok = len(spec.shape) == 4 and all(
+        not isinstance(d, int) or d == e for d, e in zip(spec.shape, expected, strict=True))
+    if not shape_ok or spec.dtype.name != record.dtype:
+        raise InputError(
+            f"the preprocess record makes {record.dtype}[{','.join(map(str, expected))}] but the "
+            f"model takes {spec.signature()}",
+            hint="fix preprocess (size, layout, dtype) in the model's app info or the config",
+            reference=Ref.BAD_PREPROCESS,
+        )
+
+
+def _aipp_plan(name: str, aipp: AippRecord, info: AppInfo,
+               overrides: Mapping[str, Any]) -> InputPlan:
+    spec = aipp.spec
+    width, height = spec.source_size
+    fit_w, fit_h = spec.output_size
+    geometry_keys = {k: v for k, v in overrides.items() if k in ("resize", "pad_value", "center")}
+    ignored = sorted(set(overrides) - set(geometry_keys))
+    if ignored:
+        log.warning("AIPP build: ignoring preprocess %s (the build's AIPP decides them)",
+                    ", ".join(ignored))
+    base = info.preprocess.to_dict() if info.preprocess is not None else {}
+    _warn_if_aipp_differs(info.preprocess, spec)
+    # A YUV420SP build takes NV12/NV21 bytes: the frame is fitted in BGR, then converted.
+    color = "BGR" if spec.is_yuv else spec.input_format[:3]
+    record = Preprocess.from_dict({
+        **{k: base[k] for k in ("resize", "pad_value", "center") if k in base},
+        **geometry_keys,
+        "size": [fit_h, fit_w], "color": color, "scale": 1.0, "mean": 0.0,
+        "std": 1.0, "layout": "NHWC", "dtype": "uint8",
+    }, where="AIPP preprocess")
+    canvas = None
+    if spec.crop and (spec.crop[2], spec.crop[3]) != (width, height):
+        canvas = (height, width, spec.crop[0], spec.crop[1])
+    return InputPlan(name, record, aipp=True, canvas=canvas, yuv=spec if spec.is_yuv else None)
+
+
+def _warn_if_aipp_differs(record: Preprocess | None, spec: AippSpec) -> None:
+    """The model was trained with ``record``; the build's AIPP should do the same arithmetic."""
+    if record is None:
+        return
+    mean_px = np.asarray(record.mean) / record.scale
+    std_px = np.asarray(record.std) / record.scale
+    aipp_mean = np.asarray(spec.mean, dtype=float)
+    aipp_std = 1.0 / np.asarray(spec.var_reci, dtype=float)
+    same = (spec.model_color == record.color
+            and np.allclose(mean_px, aipp_mean, rtol=1e-3, atol=1e-3)
+            and np.allclose(std_px, aipp_std, rtol=1e-3))
+    if not same:
+        log.warning("the build's AIPP (%s, mean %s, std %s) differs from the model's preprocess "
+                    "record (%s, mean %s, std %s in pixel units)", spec.model_color,
+                    aipp_mean.tolist(), aipp_std.tolist(), record.color, mean_px.tolist(),
+                    std_px.tolist())
+
+
+class VisionModel:
+    """A session that takes BGR frames: ``preprocess``, ``infer``, and the task's post-process."""
+
+    task = ""
+
+    def __init__(self, session: Session, *, info: AppInfo | None = None,
+                 manifest: BuildManifest | None = None,
+                 preprocess: Mapping[str, Any] | None = None, label: str = "the model") -> None:
+        self.session = session
+        self.info = info or AppInfo()
+        self.label = label
+        if self.info.task is not None and self.info.task != self.task:
+            raise self._wrong_kind(f"its app info says task '{self.info.task}'")
+        self.plan = plan_input(session, self.info, manifest, preprocess)
+        outputs = [(o.name, o.shape, o.dtype.name) for o in session.outputs]
+        self.layout = self.info.postprocess.layout or layouts.detect_layout(
+            outputs, len(self.info.classes) or None)
+        self._check_layout()
+        if self.layout is None:  # dynamic output shapes: one run tells
+            self.warm_up()
+
+    @classmethod
+    def open(cls, model: Any, *, backends: str | Iterable[str] = DEFAULT_BACKENDS,
+             strict: bool = False, info: AppInfo | None = None,
+             session_options: Mapping[str, Any] | None = None, **task_options: Any) -> Any:
+        """Open an .onnx file, a BUILD_DIR or a ModelProto on the first backend that runs it.
+
+        ``session_options`` go to ``open_session`` (``threads``, ``device_id``, ...), the other
+        keyword arguments to the class (``conf``, ``class_names``, ``preprocess``, ...).
+        """
+        source = resolve_source(model)
+        info = info or app_info_of(source)
+        session = open_session(source, backends, strict=strict, **dict(session_options or {}))
+        try:
+            return cls(session, info=info, manifest=source.manifest, label=source.label,
+                       **task_options)
+        except BaseException:
+            session.close()
+            raise
+
+    # ---- stages -------------------------------------------------------------------------------
+
+    def preprocess(self, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
+        return prepare_frame(self.plan, image)
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.session.run(feeds)
+
+    def postprocess(self, outputs: dict[str, np.ndarray], geometry: Geometry) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, image: np.ndarray) -> Any:
+        """The result for one BGR frame, in this thread."""
+        feeds, geometry = self.preprocess(image)
+        return self.postprocess(self.infer(feeds), geometry)
+
+    def warm_up(self) -> None:
+        """One run on a grey frame (first-run allocations); tells the layout if shapes did not."""
+        height, width = self.plan.preprocess.size
+        outputs = self.infer(self.preprocess(np.full((height, width, 3), 114, np.uint8))[0])
+        if self.layout is None:
+            self.layout = layouts.detect_layout(
+                [(n, a.shape, a.dtype.name) for n, a in outputs.items()],
+                len(self.info.classes) or None)
+            self._check_layout(after_run=True)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- checks -------------------------------------------------------------------------------
+
+    def _check_layout(self, after_run: bool = False) -> None:
+        if self.layout is None:
+            if after_run:
+                raise InputError(
+                    f"cannot tell how to decode the outputs of {self.label}",
+                    context="outputs: " + "; ".join(o.describe() for o in self.session.outputs),
+                    hint="set postprocess.layout in the config (yolov8, yolov5, yolo_head, "
+                         "seg_logits, seg_sigmoid, seg_argmax)",
+                    reference=Ref.BAD_LAYOUT,
+                )
+            return
+        kind = TASK_OF_LAYOUT[self.layout]
+        if kind != self.task:
+            outputs = ", ".join(o.signature() for o in self.session.outputs)
+            raise self._wrong_kind(f"its output {outputs} reads as a {TASK_WORDS[kind]} "
+                                   f"model ({self.layout})")
+
+    def _wrong_kind(self, why: str) -> InputError:
+        return InputError(
+            f"{self.label} is not a {TASK_WORDS[self.task]} model: {why}",
+            hint={"detect": "give a YOLO detector (yolov5, yolov8 or yolo_head outputs)",
+                  "segment": "give a segmentation model ([1, C, H, W] logits or a mask)"
+                  }[self.task],
+            reference=Ref.WRONG_MODEL_KIND,
+        )

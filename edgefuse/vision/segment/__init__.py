@@ -1,0 +1,1 @@
+"""Segmentation: outputs decoded to class maps, the Segmenter."""

@@ -1,0 +1,289 @@
+"""Where results go: annotated video, JSON Lines, annotated images, a window, a Python callback.
+
+Why files appear only when complete: a video or JSON Lines file is written under a temporary
+name next to its target and renamed into place when the sink closes (the pipeline closes every
+sink on every way out: end of stream, Ctrl-C, a failing stage), so a reader never sees a file
+that is still growing or was cut by a crash. Images are written one by one the same way.
+
+The JSON Lines record, one per frame (``FRAME_SCHEMA`` names the keys)::
+
+    {"frame": 12, "time": 1718000000.123, "pts": 0.4, "size": [480, 640],
+     "detections": [{"class": "circle", "class_id": 0, "score": 0.912,
+                     "box": [x1, y1, x2, y2]}],           # detection: frame pixels
+     "pixels": {"background": 250000, "person": 57200},   # segmentation: pixels per class
+     "timings_ms": {"capture": 1.2, "preprocess": 0.8, "infer": 6.1, "postprocess": 0.4},
+     "latency_ms": 9.3}
+
+``time`` is the capture's wall clock (seconds since the epoch), ``pts`` the media time of a video
+file's frame (null for live sources and images), ``latency_ms`` capture to record.
+
+A sink that cannot take more frames (the window was closed, the callback returned False) raises
+``SinkClosed``; the pipeline then stops reading and shuts down cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgefuse._cv import cv2
+from edgefuse._files import check_output_path
+from edgefuse.errors import InputError, Ref
+from edgefuse.vision.streams.frames import FrameResult
+
+log = logging.getLogger(__name__)
+
+FRAME_SCHEMA = ("frame", "time", "pts", "size", "timings_ms", "latency_ms")
+VIDEO_CODECS = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "MJPG"}
+DEFAULT_FPS = 30.0
+Describe = Callable[[Any], dict[str, Any]]
+
+
+class SinkClosed(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a sink that takes no more frames; the pipeline stops cleanly."""
+
+
+class Sink:
+    """Base: ``start`` once before the first frame, ``write`` per frame, ``close`` once."""
+
+    needs_image = False  # whether write() wants the annotated frame
+
+    def start(self, *, fps: float | None, describe: Describe) -> None:
+        """The source's frame rate (None: unknown) and the task's result -> JSON fields."""
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish the output; called once, whatever happened."""
+
+
+def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
+    """The JSON Lines record of one frame (see the module docstring)."""
+    frame = result.frame
+    record: dict[str, Any] = {
+        "frame": frame.index,
+        "time": round(frame.time, 6),
+        "pts": None if frame.pts is None else round(frame.pts, 6),
+        "size": list(frame.image.shape[:2]),
+    }
+    if frame.name is not None:
+        record["name"] = frame.name
+    record.update(describe(result.result))
+    record["timings_ms"] = {k: round(v, 3) for k, v in result.timings_ms.items()}
+    record["latency_ms"] = round((time.perf_counter() - frame.clock) * 1e3, 3)
+    return record
+
+
+class _Staged:
+    """A file written under a temporary name next to ``path`` and renamed on ``commit``."""
+
+    def __init__(self, path: str | os.PathLike[str], suffix: str) -> None:
+        self.path = Path(path)
+        parent = check_output_path(self.path)
+        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=suffix, dir=parent)
+        os.close(fd)
+        self.tmp = Path(name)
+
+    def commit(self) -> None:
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.tmp.unlink(missing_ok=True)
+
+
+class JsonlSink(Sink):
+    """One JSON record per frame (the module docstring's schema)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._file = _Staged(path, ".tmp")
+        self._handle = open(self._file.tmp, "w", encoding="utf-8")  # noqa: SIM115 - held open
+        self._describe: Describe = lambda _: {}
+
+    def start(self, *, fps: float | None, describe: Describe) -> None:
+        self._describe = describe
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        self._handle.write(json.dumps(frame_record(result, self._describe)) + "\n")
+
+    def close(self) -> None:
+        if self._handle.closed:
+            return
+        self._handle.close()
+        self._file.commit()
+
+
+class VideoFile:
+    """Frames into a video file under a temporary name, renamed on ``close`` when any arrived.
+
+    Its size is the first frame's (later ones are resized); the codec follows the suffix.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
+        suffix = Path(path).suffix.lower()
+        if suffix not in VIDEO_CODECS:
+            raise InputError(f"cannot tell the video format of '{path}'",
+                             hint=f"end the name in one of {', '.join(VIDEO_CODECS)}, or give "
+                                  "a folder to save images", reference=Ref.BAD_OUTPUT_PATH)
+        self._file = _Staged(path, suffix)
+        self._codec = VIDEO_CODECS[suffix]
+        self.fps = fps
+        self._writer: Any = None
+        self._size: tuple[int, int] | None = None
+        self.frames = 0
+        self._closed = False
+
+    def write(self, image: np.ndarray) -> None:
+        if self._writer is None:
+            self._size = (image.shape[1], image.shape[0])
+            self._writer = cv2().VideoWriter(str(self._file.tmp),
+                                             cv2().VideoWriter_fourcc(*self._codec),
+                                             self.fps or DEFAULT_FPS, self._size)
+            if not self._writer.isOpened():
+                self.close()
+                raise InputError(f"OpenCV cannot write {self._codec} video to "
+                                 f"'{self._file.path}'", reference=Ref.BAD_OUTPUT_PATH)
+        if (image.shape[1], image.shape[0]) != self._size:
+            image = cv2().resize(image, self._size, interpolation=cv2().INTER_AREA)
+        self._writer.write(np.ascontiguousarray(image))
+        self.frames += 1
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer is not None:
+            self._writer.release()
+        if self.frames:
+            self._file.commit()
+        else:
+            self._file.discard()
+            log.warning("no frame reached %s; nothing written", self._file.path)
+
+
+def write_video(path: str | os.PathLike[str], frames: Iterable[np.ndarray], fps: float) -> int:
+    """Write BGR uint8 ``frames`` to ``path`` (all or nothing); returns how many were written."""
+    video = VideoFile(path, fps=fps)
+    try:
+        for frame in frames:
+            video.write(frame)
+    finally:
+        video.close()
+    if not video.frames:
+        raise InputError(f"no frames to write to '{path}'", hint="give at least one frame",
+                         reference=Ref.BAD_ARGUMENT)
+    return video.frames
+
+
+class VideoSink(Sink):
+    """The annotated frames as a video (``VideoFile``) at the source's frame rate."""
+
+    needs_image = True
+
+    def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
+        self._video = VideoFile(path, fps=fps)
+
+    def start(self, *, fps: float | None, describe: Describe) -> None:
+        self._video.fps = self._video.fps or fps or DEFAULT_FPS
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        if image is not None:
+            self._video.write(image)
+
+    def close(self) -> None:
+        self._video.close()
+
+
+class ImageFolderSink(Sink):
+    """Each annotated frame as an image in ``folder`` (the source's file name, or the index)."""
+
+    needs_image = True
+
+    def __init__(self, folder: str | os.PathLike[str], *, suffix: str = ".jpg") -> None:
+        self.folder = Path(folder)
+        if self.folder.exists() and not self.folder.is_dir():
+            raise InputError(f"'{self.folder}' exists and is not a folder",
+                             reference=Ref.BAD_OUTPUT_PATH)
+        if not self.folder.parent.is_dir():
+            raise InputError(f"the parent of '{self.folder}' does not exist",
+                             hint=f"create it first: mkdir -p {self.folder.parent}",
+                             reference=Ref.BAD_OUTPUT_PATH)
+        self.folder.mkdir(exist_ok=True)
+        self._suffix = suffix
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        if image is None:
+            return
+        frame = result.frame
+        stem = Path(frame.name).stem if frame.name else f"{frame.index:06d}"
+        ok, data = cv2().imencode(self._suffix, image)
+        if not ok:
+            raise InputError(f"OpenCV cannot encode {self._suffix} images",
+                             reference=Ref.BAD_OUTPUT_PATH)
+        staged = _Staged(self.folder / f"{stem}{self._suffix}", ".tmp")
+        try:
+            staged.tmp.write_bytes(data.tobytes())
+            staged.commit()
+        finally:
+            staged.discard()
+
+
+class WindowSink(Sink):
+    """An on-screen window; ``q`` or Esc, or closing the window, stops the pipeline."""
+
+    needs_image = True
+
+    def __init__(self, title: str = "edgefuse") -> None:
+        self.title = title
+        self._opened = False
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        if image is None:
+            return
+        cv2().imshow(self.title, image)
+        self._opened = True
+        key = cv2().waitKey(1) & 0xFF
+        if key in (ord("q"), 27) or cv2().getWindowProperty(
+                self.title, cv2().WND_PROP_VISIBLE) < 1:
+            raise SinkClosed(f"window '{self.title}' closed")
+
+    def close(self) -> None:
+        if self._opened:
+            cv2().destroyWindow(self.title)
+            self._opened = False
+
+
+class CallbackSink(Sink):
+    """Calls ``function(result)`` (or ``function(result, image)`` with ``image=True``) per frame;
+    a return value of False stops the pipeline."""
+
+    def __init__(self, function: Callable[..., Any], *, image: bool = False) -> None:
+        self._function = function
+        self.needs_image = image
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        answer = self._function(result, image) if self.needs_image else self._function(result)
+        if answer is False:
+            raise SinkClosed("the callback returned False")
+
+
+def display_available() -> bool:
+    """Whether a window can be shown: a display server, and an OpenCV built with a GUI."""
+    if sys.platform.startswith("linux") and not (
+            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return False
+    try:
+        cv2().namedWindow("edgefuse-probe", cv2().WINDOW_AUTOSIZE)
+        cv2().destroyWindow("edgefuse-probe")
+    except cv2().error:
+        return False
+    return True

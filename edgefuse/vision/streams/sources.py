@@ -1,0 +1,522 @@
+"""Frame sources: camera, video file, stream URL, image folder or glob, one image, Python iterable.
+
+Why two reading policies (shared/reference/apps-and-pipelines.md §0.4, §5): a file must lose no
+frame, so reading blocks and the pipeline's bounded queues push back on it; a live source
+(camera, RTSP/HTTP URL) runs at its own pace, and a reader that queues its frames shows the
+scene later and later (the most reported RTSP complaint: ultralytics#11784, yolov5#4465). Live
+sources therefore read on their own thread into a one-frame slot: the pipeline takes the newest
+frame, and every frame replaced before it was taken is counted as ``dropped``. ``stride`` skips
+frames on purpose (``skipped``; files skip with ``grab()``, without decoding).
+
+A stream that drops (a read fails) is re-opened with exponential backoff, logged at WARNING and
+counted in ``reconnects``; after ``Reconnect.attempts`` failures in a row the source ends with
+``error[source-lost]``. Frames after a reconnect may have another size: every frame carries its
+own geometry downstream. Cameras ask V4L2 for MJPG (USB cameras give 30 fps in MJPG where raw
+YUYV gives 10 at 720p) and a one-frame driver buffer; stream reads time out instead of hanging
+(OpenCV's ``CAP_PROP_OPEN_TIMEOUT_MSEC`` / ``CAP_PROP_READ_TIMEOUT_MSEC``).
+
+``read(timeout)`` returns the next frame, or None when none came in time or the source is
+``finished``. Sources open in their constructor, so an unreadable source fails before any thread
+starts (``error[bad-source]``, exit 2 in the apps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import itertools
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from edgefuse._cv import cv2
+from edgefuse.errors import InputError, Ref
+from edgefuse.vision.streams.frames import Frame
+from edgefuse.vision.streams.stats import PipelineStats
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
+STREAM_SCHEMES = frozenset({"rtsp", "rtsps", "rtmp", "http", "https", "udp", "tcp", "srt"})
+_REF = Ref.BAD_SOURCE
+
+
+@dataclasses.dataclass(frozen=True)
+class Reconnect:
+    """How a live source re-opens after a drop: waits grow from ``backoff_s`` to the maximum."""
+
+    attempts: int | None = 10  # failures in a row before giving up; None: never give up
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+    timeout_s: float = 5.0  # open and read timeout of network streams
+
+
+@dataclasses.dataclass(frozen=True)
+class CameraOptions:
+    """What to ask a camera for; None leaves the driver's choice."""
+
+    width: int | None = None
+    height: int | None = None
+    fps: float | None = None
+    fourcc: str | None = "MJPG"
+
+
+class Source:
+    """Base of every source: ``read``, ``finished``, ``close``; iterating yields every frame."""
+
+    live = False
+
+    def __init__(self, name: str, stride: int = 1) -> None:
+        if not isinstance(stride, int) or stride < 1:
+            raise InputError(f"stride must be a positive integer, got {stride!r}", reference=_REF)
+        self.name = name
+        self.stride = stride
+        self.fps: float | None = None
+        self._finished = False
+        self._stats: PipelineStats | None = None
+        self._pending: dict[str, int] = {}
+        self._count_lock = threading.Lock()
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def read(self, timeout: float | None = None) -> Frame | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._finished = True
+
+    def attach(self, stats: PipelineStats) -> None:
+        """Send counters (dropped, skipped, ...) to ``stats``, those counted so far included."""
+        with self._count_lock:
+            self._stats = stats
+            pending, self._pending = self._pending, {}
+        for event, amount in pending.items():
+            stats.count(event, amount)
+
+    def _count(self, event: str, amount: int = 1) -> None:
+        with self._count_lock:
+            if self._stats is None:
+                self._pending[event] = self._pending.get(event, 0) + amount
+                return
+        self._stats.count(event, amount)
+
+    def __iter__(self) -> Iterator[Frame]:
+        while True:
+            frame = self.read(timeout=0.5)
+            if frame is not None:
+                yield frame
+            elif self.finished:
+                return
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {'live' if self.live else 'blocking'}>"
+
+
+def as_bgr(image: Any, where: str) -> np.ndarray:
+    """A uint8 BGR [h, w, 3] frame from an array (grey [h, w] and BGRA are converted)."""
+    array = np.asarray(image)
+    if array.dtype != np.uint8 or array.ndim not in (2, 3) or min(array.shape[:2]) < 1:
+        raise InputError(f"{where}: a frame must be a uint8 [h, w, 3] BGR array, got "
+                         f"{array.dtype}{list(array.shape)}", reference=_REF)
+    if array.ndim == 2:
+        return cv2().cvtColor(array, cv2().COLOR_GRAY2BGR)
+    if array.shape[2] == 4:
+        return cv2().cvtColor(array, cv2().COLOR_BGRA2BGR)
+    if array.shape[2] != 3:
+        raise InputError(f"{where}: a frame needs 3 channels, got {array.shape[2]}",
+                         reference=_REF)
+    return np.ascontiguousarray(array)
+
+
+# ---- blocking sources --------------------------------------------------------------------------
+
+
+class CaptureSource(Source):
+    """A video file (or a camera/URL read without dropping): every frame, in order."""
+
+    def __init__(self, name: str, capture: Any, *, stride: int = 1) -> None:
+        super().__init__(name, stride)
+        self._capture = capture
+        fps = capture.get(cv2().CAP_PROP_FPS)
+        self.fps = float(fps) if fps and fps > 0 and np.isfinite(fps) else None
+        self._next = 0
+
+    def read(self, timeout: float | None = None) -> Frame | None:
+        if self._finished:
+            return None
+        start = time.perf_counter()
+        if self._next and self.stride > 1:
+            for _ in range(self.stride - 1):
+                if not self._capture.grab():
+                    self.close()
+                    return None
+                self._next += 1
+                self._count("skipped")
+        ok, image = self._capture.read()
+        if not ok:
+            if self._next == 0:
+                self.close()
+                raise InputError(f"no frame could be decoded from '{self.name}'",
+                                 hint="check the file with another player; OpenCV reads what "
+                                      "its FFmpeg can decode", reference=_REF)
+            self.close()
+            return None
+        index, self._next = self._next, self._next + 1
+        pts = index / self.fps if self.fps else None
+        return Frame(index, image, time.time(), time.perf_counter(), pts=pts,
+                     decode_s=time.perf_counter() - start)
+
+    def close(self) -> None:
+        super().close()
+        if self._capture is not None:
+            self._capture.release()
+            self._capture = None
+
+
+class ImageSource(Source):
+    """Image files, in the order given; an image that fails to decode is skipped and counted."""
+
+    def __init__(self, name: str, paths: list[Path], *, stride: int = 1) -> None:
+        super().__init__(name, stride)
+        if not paths:
+            raise InputError(f"'{name}' holds no images",
+                             hint=f"image files end in {', '.join(sorted(IMAGE_SUFFIXES))}",
+                             reference=_REF)
+        self._paths = paths
+        self._position = 0
+
+    def read(self, timeout: float | None = None) -> Frame | None:
+        while self._position < len(self._paths):
+            index = self._position
+            self._position += self.stride
+            if self.stride > 1:
+                self._count("skipped", min(self.stride, len(self._paths) - index) - 1)
+            start = time.perf_counter()
+            path = self._paths[index]
+            image = cv2().imread(str(path), cv2().IMREAD_COLOR)
+            if image is None:
+                if len(self._paths) == 1:
+                    raise InputError(f"cannot decode the image '{path}'", reference=_REF)
+                log.warning("%s: cannot decode %s, skipped", self.name, path)
+                self._count("unreadable")
+                continue
+            return Frame(index, image, time.time(), time.perf_counter(), name=path.name,
+                         decode_s=time.perf_counter() - start)
+        self.close()
+        return None
+
+
+class IterableSource(Source):
+    """Frames from a Python iterable of BGR uint8 arrays, every one, in order."""
+
+    def __init__(self, frames: Iterable[Any], *, name: str = "<iterable>",
+                 stride: int = 1) -> None:
+        super().__init__(name, stride)
+        self._frames = iter(frames)
+        self._next = 0
+
+    def read(self, timeout: float | None = None) -> Frame | None:
+        if self._finished:
+            return None
+        start = time.perf_counter()
+        if self._next and self.stride > 1:
+            skipped = sum(1 for _ in itertools.islice(self._frames, self.stride - 1))
+            self._next += skipped
+            self._count("skipped", skipped)
+        try:
+            item = next(self._frames)
+        except StopIteration:
+            self.close()
+            return None
+        index, self._next = self._next, self._next + 1
+        image = as_bgr(item, f"{self.name} frame {index}")
+        return Frame(index, image, time.time(), time.perf_counter(),
+                     decode_s=time.perf_counter() - start)
+
+
+# ---- live sources ------------------------------------------------------------------------------
+
+
+class Device(Protocol):
+    """What a live source reads from: OpenCV's VideoCapture, or an adapter with the same calls."""
+
+    def read(self) -> tuple[bool, Any]: ...
+
+    def release(self) -> None: ...
+
+
+class _IteratorDevice:
+    """A Python iterator as a device: exhausted means the stream ended (no reconnect)."""
+
+    def __init__(self, frames: Iterable[Any]) -> None:
+        self._frames = iter(frames)
+
+    def read(self) -> tuple[bool, Any]:
+        try:
+            return True, next(self._frames)
+        except StopIteration:
+            return False, None
+
+    def release(self) -> None:
+        close = getattr(self._frames, "close", None)
+        if close is not None:
+            close()
+
+
+class LiveSource(Source):
+    """Reads a device on its own thread and keeps only the newest frame (see the docstring).
+
+    ``opener`` makes the device (raising ``InputError`` when it cannot); with ``reconnect`` it is
+    called again after a drop. Without it, the end of the device is the end of the source.
+    """
+
+    live = True
+
+    def __init__(self, name: str, opener: Callable[[], Device], *, stride: int = 1,
+                 reconnect: Reconnect | None = None, fps: float | None = None) -> None:
+        super().__init__(name, stride)
+        self._opener = opener
+        self._reconnect = reconnect
+        self._device: Device | None = opener()
+        self.fps = fps
+        self._slot: Frame | None = None
+        self._error: BaseException | None = None
+        self._ready = threading.Condition()
+        self._stop = threading.Event()
+        self._sequence = 0
+        self._thread = threading.Thread(target=self._read_loop, name=f"edgefuse-live-{name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def read(self, timeout: float | None = None) -> Frame | None:
+        with self._ready:
+            self._ready.wait_for(lambda: self._slot is not None or self._finished, timeout)
+            frame, self._slot = self._slot, None
+            if frame is None and self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            return frame
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            wait = (self._reconnect.timeout_s if self._reconnect else 1.0) + 1.0
+            self._thread.join(timeout=wait)
+            if self._thread.is_alive():
+                log.warning("%s: the reader is still blocked in a read after %.0f s; left to "
+                            "end on its own", self.name, wait)
+        self._mark_finished()
+
+    def _mark_finished(self) -> None:
+        with self._ready:
+            self._finished = True
+            self._ready.notify_all()
+
+    def _read_loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                start = time.perf_counter()
+                ok, image = self._device.read() if self._device is not None else (False, None)
+                if not ok:
+                    if self._reconnect is None or self._stop.is_set():
+                        break
+                    self._reopen(self._reconnect)
+                    continue
+                self._publish(image, time.perf_counter() - start)
+        except Exception as exc:  # noqa: BLE001 - raised again in the thread that reads frames
+            self._error = exc
+        finally:
+            if self._device is not None:
+                self._device.release()
+                self._device = None
+            self._mark_finished()
+
+    def _publish(self, image: Any, decode_s: float) -> None:
+        index, self._sequence = self._sequence, self._sequence + 1
+        if index % self.stride:
+            self._count("skipped")
+            return
+        frame = Frame(index, as_bgr(image, f"{self.name} frame {index}"), time.time(),
+                      time.perf_counter(), decode_s=decode_s)
+        with self._ready:
+            stale = self._slot is not None
+            self._slot = frame
+            self._ready.notify_all()
+        if stale:
+            self._count("dropped")
+
+    def _reopen(self, policy: Reconnect) -> None:
+        """Re-open the device with backoff; raises ``error[source-lost]`` when it gives up."""
+        if self._device is not None:
+            self._device.release()
+            self._device = None
+        wait = policy.backoff_s
+        for attempt in itertools.count(1):
+            if policy.attempts is not None and attempt > policy.attempts:
+                raise InputError(f"lost the stream '{self.name}': {policy.attempts} reconnect "
+                                 "attempts failed", hint="check the camera or server; raise "
+                                 "reconnect attempts in the config to wait longer",
+                                 reference=Ref.SOURCE_LOST)
+            log.warning("%s: stream dropped; reconnecting in %.1f s (attempt %d%s)", self.name,
+                        wait, attempt, f"/{policy.attempts}" if policy.attempts else "")
+            if self._stop.wait(wait):
+                return
+            try:
+                self._device = self._opener()
+            except InputError as exc:
+                log.warning("%s: reconnect attempt %d failed: %s", self.name, attempt,
+                            exc.message)
+                wait = min(wait * 2, policy.max_backoff_s)
+                continue
+            self._count("reconnects")
+            log.warning("%s: reconnected (attempt %d)", self.name, attempt)
+            return
+
+
+# ---- opening -----------------------------------------------------------------------------------
+
+
+def open_source(spec: Any, *, stride: int = 1, live: bool | None = None,
+                reconnect: Reconnect = Reconnect(),
+                camera: CameraOptions = CameraOptions()) -> Source:
+    """A source for ``spec``: a camera index (int or digits), a URL, a video file, an image file,
+    a folder or glob of images, a numpy frame, an iterable of frames, or a ``Source``.
+
+    ``live`` overrides the policy (default: cameras and stream URLs are live, the rest blocks);
+    a live iterable stands for a producer faster than the pipeline.
+    """
+    if isinstance(spec, Source):
+        return spec
+    if isinstance(spec, np.ndarray):
+        return IterableSource([spec], name="<frame>", stride=stride)
+    if isinstance(spec, int) or (isinstance(spec, str) and spec.isdigit()):
+        return _camera(int(spec), stride, live, reconnect, camera)
+    if isinstance(spec, str) and "://" in spec:
+        return _stream(spec, stride, live, reconnect)
+    if isinstance(spec, (str, os.PathLike)):
+        return _path_source(Path(spec), stride, live)
+    if isinstance(spec, Iterable):
+        if live:
+            return LiveSource("<iterable>", lambda: _IteratorDevice(spec), stride=stride)
+        return IterableSource(spec, stride=stride)
+    raise InputError(f"cannot read frames from a {type(spec).__name__}",
+                     hint="give a camera index, a URL, a video or image path, a folder, a glob, "
+                          "or an iterable of BGR uint8 arrays", reference=_REF)
+
+
+def _path_source(path: Path, stride: int, live: bool | None) -> Source:
+    text = str(path)
+    if path.is_dir():
+        images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        return ImageSource(text, images, stride=stride)
+    if path.is_file():
+        if path.suffix.lower() in IMAGE_SUFFIXES:
+            return ImageSource(text, [path], stride=stride)
+        return _video(text, stride, live)
+    if glob.has_magic(text):
+        images = sorted(Path(p) for p in glob.glob(text, recursive=True)
+                        if Path(p).suffix.lower() in IMAGE_SUFFIXES)
+        return ImageSource(text, images, stride=stride)
+    raise InputError(f"the source '{text}' does not exist",
+                     hint="give a camera index, a URL, a video or image file, a folder or a glob",
+                     reference=_REF)
+
+
+def _video(path: str, stride: int, live: bool | None) -> Source:
+    def opener() -> Any:
+        capture = cv2().VideoCapture(path)
+        if not capture.isOpened():
+            raise InputError(f"cannot open the video '{path}'",
+                             hint="check the file with another player; OpenCV reads what its "
+                                  "FFmpeg can decode", reference=_REF)
+        return capture
+
+    if live:
+        return LiveSource(path, opener, stride=stride)
+    return CaptureSource(path, opener(), stride=stride)
+
+
+def _stream(url: str, stride: int, live: bool | None, reconnect: Reconnect) -> Source:
+    scheme = url.split("://", 1)[0].lower()
+    timeout_ms = int(reconnect.timeout_s * 1000)
+
+    def opener() -> Any:
+        params = [cv2().CAP_PROP_OPEN_TIMEOUT_MSEC, timeout_ms,
+                  cv2().CAP_PROP_READ_TIMEOUT_MSEC, timeout_ms]
+        capture = cv2().VideoCapture(url, cv2().CAP_FFMPEG, params)
+        if not capture.isOpened():
+            raise InputError(f"cannot open the stream '{url}'",
+                             hint="check the URL, the network and that the server is up",
+                             reference=_REF)
+        return capture
+
+    if live is False or (live is None and scheme not in STREAM_SCHEMES):
+        return CaptureSource(url, opener(), stride=stride)
+    return _live(url, opener, stride, reconnect)
+
+
+def _camera(index: int, stride: int, live: bool | None, reconnect: Reconnect,
+            options: CameraOptions) -> Source:
+    def opener() -> Any:
+        backend = cv2().CAP_V4L2 if sys.platform.startswith("linux") else cv2().CAP_ANY
+        capture = cv2().VideoCapture(index, backend)
+        if not capture.isOpened():
+            raise InputError(f"cannot open camera {index}",
+                             hint="list cameras with `v4l2-ctl --list-devices`; check that no "
+                                  "other program holds it", reference=_REF)
+        _configure_camera(capture, index, options)
+        return capture
+
+    name = f"camera {index}"
+    if live is False:
+        return CaptureSource(name, opener(), stride=stride)
+    return _live(name, opener, stride, reconnect)
+
+
+def _live(name: str, opener: Callable[[], Any], stride: int, reconnect: Reconnect) -> Source:
+    """A live source on ``opener``'s capture: the first is opened now (a wrong URL or camera
+    fails here), later ones when the source reconnects."""
+    device = opener()
+    fps = device.get(cv2().CAP_PROP_FPS)
+    first = [device]
+
+    def reopen() -> Any:
+        return first.pop() if first else opener()
+
+    return LiveSource(name, reopen, stride=stride, reconnect=reconnect,
+                      fps=float(fps) if fps and fps > 0 else None)
+
+
+def _configure_camera(capture: Any, index: int, options: CameraOptions) -> None:
+    """Ask for MJPG (before the size: V4L2 picks sizes per format), the size, fps, 1 buffer."""
+    if options.fourcc:
+        capture.set(cv2().CAP_PROP_FOURCC, cv2().VideoWriter_fourcc(*options.fourcc))
+    if options.width:
+        capture.set(cv2().CAP_PROP_FRAME_WIDTH, options.width)
+    if options.height:
+        capture.set(cv2().CAP_PROP_FRAME_HEIGHT, options.height)
+    if options.fps:
+        capture.set(cv2().CAP_PROP_FPS, options.fps)
+    capture.set(cv2().CAP_PROP_BUFFERSIZE, 1)
+    code = int(capture.get(cv2().CAP_PROP_FOURCC))
+    got = "".join(chr((code >> (8 * i)) & 0xFF) for i in range(4)) if code else "?"
+    log.info("camera %d: %s %dx%d at %s fps", index, got,
+             int(capture.get(cv2().CAP_PROP_FRAME_WIDTH)),
+             int(capture.get(cv2().CAP_PROP_FRAME_HEIGHT)), capture.get(cv2().CAP_PROP_FPS))
+    if options.fourcc and got != options.fourcc:
+        log.info("camera %d does not offer %s; reading %s", index, options.fourcc, got)

@@ -1,0 +1,328 @@
+"""Building a bundle: its layout and manifest, byte-reproducibility, the cache, gates, shards.
+
+The small spec (tests/bundle/models.py) holds two ONNX-file models, so these run on ONNX Runtime
+without PyTorch in a few seconds; one build is shared (conftest.small_build).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+import zipfile
+
+import numpy as np
+import onnx
+import pytest
+
+from edgefuse.bundle import stages
+from edgefuse.bundle.archive import write_bundle_manifest
+from edgefuse.bundle.builder import build
+from edgefuse.bundle.bundle_check import verify_bundle
+from edgefuse.bundle.cache import Cache
+from edgefuse.cli.main import main
+from edgefuse.errors import EdgefuseError
+from edgefuse.manifest import file_sha256
+from edgefuse.reference.onnx_runner import run_onnx
+from tests.bundle.models import silu_head, write_spec
+
+pytestmark = pytest.mark.ort
+
+
+def _manifest(bundle):
+    return json.loads((bundle / "MANIFEST.json").read_text())
+
+
+def test_the_bundle_has_every_part_a_board_needs(small_build):
+    bundle = small_build.bundle
+    for relative in ("MANIFEST.json", "install.sh", "minirc_install_hook.sh", "spec.json",
+                     "app/config.yaml", "app/edgefuse-0.1.0-py3-none-any.whl",
+                     "systemd/edgefuse-small.service", "env/edgefuse-small.env"):
+        assert (bundle / relative).is_file(), relative
+    for model in ("seg", "cls"):
+        folder = bundle / "models" / model
+        for name in ("model.onnx", "compile.sh", "manifest.json", "metadata.json", "golden.npz",
+                     "golden.json", "reports/optimize.json", "reports/fp16.json"):
+            assert (folder / name).is_file(), f"{model}/{name}"
+    manifest = _manifest(bundle)
+    assert manifest["bundle"]["id"] == "small-1.0.0"
+    assert manifest["tools"]["onnxruntime"] and manifest["tools"]["edgefuse"] == "0.1.0"
+    seg = manifest["models"]["seg"]
+    assert seg["compiled"] == "onnx+compile.sh" and seg["om"] is None  # no ATC here
+    assert seg["atc"]["argv"][0] == "atc" and "--soc_version=Ascend310B4" in seg["atc"]["argv"]
+    assert seg["parity"]["fp16"]["outputs"][0]["cosine"] > 0.999
+    assert seg["parity"]["optimize"]["outputs"][0]["cosine"] > 0.99999
+    files = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
+    assert set(manifest["files"]) == files - {"MANIFEST.json"}
+    assert all(manifest["files"][n] == file_sha256(bundle / n) for n in manifest["files"])
+    metadata = json.loads((bundle / "models/seg/metadata.json").read_text())
+    assert metadata["classes"] == ["bg", "a", "b", "c"] and metadata["task"] == "segment"
+    assert metadata["inputs"][0]["shape"] == [1, 3, 16, 16]
+    build_manifest = json.loads((bundle / "models/seg/manifest.json").read_text())
+    assert build_manifest["app"]["classes"] == ["bg", "a", "b", "c"]
+
+
+def test_the_golden_recording_is_what_the_board_computes(small_build):
+    """Recorded on the simulated board: the model's outputs to FP16 accuracy, FP16 values."""
+    folder = small_build.bundle / "models" / "cls"
+    with np.load(folder / "golden.npz") as data:
+        inputs = {"input": data["input/input"]}
+        recorded = data["output/scores"]
+    expected = run_onnx(onnx.load(str(folder / "model.onnx")), inputs)["scores"]
+    np.testing.assert_allclose(recorded, expected, rtol=2e-3, atol=1e-4)
+    assert not np.array_equal(recorded, expected)
+    np.testing.assert_array_equal(recorded, recorded.astype(np.float16).astype(recorded.dtype))
+    record = json.loads((folder / "golden.json").read_text())
+    assert record["backend"] == "sim" and record["soc"] == "Ascend310B4"
+    assert record["build"] == file_sha256(folder / "manifest.json")
+
+
+def test_the_service_files_run_the_app_from_the_installed_bundle(small_build):
+    bundle = small_build.bundle
+    unit = (bundle / "systemd/edgefuse-small.service").read_text()
+    assert "ExecStart=/opt/edgefuse/small/current/.venv/bin/edgefuse segment --config " \
+           "/opt/edgefuse/small/current/app/config.yaml" in unit
+    assert "User=HwHiAiUser" in unit and "Restart=always" in unit
+    assert "WantedBy=multi-user.target" in unit
+    env = (bundle / "env/edgefuse-small.env").read_text()
+    assert "ASCEND_OPP_PATH=/usr/local/Ascend/ascend-toolkit/latest/opp" in env
+    assert "EDGEFUSE_LOG=info" in env and "ASCEND_CUSTOM_OPP_PATH" not in env
+    config = (bundle / "app/config.yaml").read_text()
+    assert "model: models/seg" in config and "source: 0" in config
+
+
+def test_no_generated_file_names_the_build_host(small_build):
+    host_paths = [str(small_build.spec_dir), str(small_build.cache),
+                  str(small_build.outcome.output_dir)]
+    for path in small_build.bundle.rglob("*"):
+        if path.is_file() and path.suffix not in (".onnx", ".npz", ".whl"):
+            text = path.read_text(errors="replace")
+            assert not any(host in text for host in host_paths), path
+
+
+def test_the_archive_is_sorted_stamped_and_owned_by_nobody(small_build):
+    with tarfile.open(small_build.archive) as archive:
+        members = archive.getmembers()
+    names = [m.name for m in members]
+    assert names == sorted(names) and names[0] == "small-1.0.0"
+    assert {m.mtime for m in members} == {1767225600}
+    assert {(m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, "", "")}
+    assert {m.mode for m in members} <= {0o644, 0o755}
+
+
+def test_two_clean_builds_in_other_folders_give_the_same_archive(small_build, tmp_path):
+    spec = write_spec(tmp_path / "elsewhere")  # other folder, other cache, same content
+    other = build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert other.rebuilt == ["seg", "cls"]
+    assert other.archive_sha256 == small_build.outcome.archive_sha256
+    assert file_sha256(other.archive) == file_sha256(small_build.archive)
+
+
+def test_an_unchanged_rebuild_takes_everything_from_the_cache(small_build, tmp_path):
+    again = build(small_build.spec_dir / "spec.yaml", tmp_path / "out",
+                  cache_dir=small_build.cache, progress=False)
+    assert again.rebuilt == []
+    assert again.archive_sha256 == small_build.outcome.archive_sha256
+    log = json.loads((tmp_path / "out" / "build-log.json").read_text())
+    assert all(s["cached"] for stages_ in log["models"].values() for s in stages_.values())
+
+
+def test_changing_one_models_options_rebuilds_that_model_only(small_build, tmp_path):
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(small_build.spec_dir, spec_dir)
+    spec = spec_dir / "spec.yaml"
+    spec.write_text(spec.read_text().replace("verify: {samples: 1}\n",
+                                             "verify: {samples: 1, seed: 7}\n"))
+    changed = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert changed.rebuilt == ["cls"]
+    assert changed.models["cls"]["convert"]["cached"]  # upstream of the option: reused
+    assert not changed.models["cls"]["optimize"]["cached"]
+    assert changed.archive_sha256 != small_build.outcome.archive_sha256
+
+
+def test_a_gate_that_fails_names_the_model_and_stores_nothing(small_build, tmp_path):
+    spec = write_spec(tmp_path / "spec", fp16_gate=1.0)  # FP16 never reaches cosine 1 exactly
+    cache = tmp_path / "cache"
+    with pytest.raises(EdgefuseError, match=r"1 model\(s\) failed to build: seg") as caught:
+        build(spec, tmp_path / "out", cache_dir=cache, progress=False)
+    assert caught.value.exit_code == 1
+    assert "model 'seg' failed the fp16 gate" in caught.value.render()
+    assert "output 'logits'" in caught.value.render()
+    assert not (tmp_path / "out").exists()
+    assert not list((cache / "fp16").rglob("entry.json")) or all(
+        "seg" not in p.read_text() for p in (cache / "fp16").rglob("entry.json"))
+    assert not list(tmp_path.glob(".out.partial-*"))
+    assert main(["build", str(spec), "-o", str(tmp_path / "out2"), "--cache", str(cache),
+                 "--no-progress"]) == 1
+
+
+def test_an_interrupted_build_leaves_no_bundle_and_no_entry(small_build, tmp_path, monkeypatch):
+    spec = write_spec(tmp_path / "spec", version="2.0.0")
+    cache = tmp_path / "cache"
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stages, "_golden", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build(spec, tmp_path / "out", cache_dir=cache, progress=False)
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
+    assert not (cache / "golden").exists() or not list((cache / "golden").rglob("entry.json"))
+    assert not list(cache.rglob(".tmp-*"))
+    monkeypatch.undo()
+    done = build(spec, tmp_path / "out", cache_dir=cache, progress=False)
+    assert done.models["seg"]["convert"]["cached"] and not done.models["seg"]["golden"]["cached"]
+
+
+def test_a_damaged_cache_entry_is_rebuilt_not_used(small_build, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(small_build.cache, cache)
+    victim = next((cache / "compile").rglob("model.onnx"))
+    victim.write_bytes(victim.read_bytes()[:-10])
+    again = build(small_build.spec_dir / "spec.yaml", tmp_path / "out", cache_dir=cache,
+                  progress=False)
+    assert len(again.rebuilt) == 1
+    assert again.archive_sha256 == small_build.outcome.archive_sha256
+
+
+def test_shards_fill_the_cache_and_the_final_run_only_assembles(small_build, tmp_path):
+    spec = small_build.spec_dir / "spec.yaml"
+    cache = tmp_path / "cache"
+    first = build(spec, None, cache_dir=cache, shard="1/2", progress=False)
+    second = build(spec, None, cache_dir=cache, shard="2/2", progress=False)
+    assert (list(first.models), list(second.models)) == (["seg"], ["cls"])
+    assert first.archive is None
+    final = build(spec, tmp_path / "out", cache_dir=cache, progress=False)
+    assert final.rebuilt == []
+    assert final.archive_sha256 == small_build.outcome.archive_sha256
+    with pytest.raises(EdgefuseError, match=r"--shard '3/2' is not K/N"):
+        build(spec, None, cache_dir=cache, shard="3/2", progress=False)
+
+
+def test_parallel_jobs_build_the_same_archive(small_build, tmp_path):
+    parallel = build(small_build.spec_dir / "spec.yaml", tmp_path / "out", jobs=2,
+                     cache_dir=tmp_path / "cache", progress=False)
+    assert parallel.rebuilt == ["seg", "cls"]
+    assert parallel.archive_sha256 == small_build.outcome.archive_sha256
+
+
+def test_parallel_jobs_start_no_worker_for_what_the_cache_holds(small_build, tmp_path,
+                                                                 monkeypatch):
+    import edgefuse.bundle.builder as builder
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a worker pool was started for a fully cached build")
+
+    monkeypatch.setattr(builder.concurrent.futures, "ProcessPoolExecutor", no_pool)
+    again = build(small_build.spec_dir / "spec.yaml", tmp_path / "out", jobs=2,
+                  cache_dir=small_build.cache, progress=False)
+    assert again.rebuilt == [] and again.archive_sha256 == small_build.outcome.archive_sha256
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(small_build.spec_dir, spec_dir)
+    spec = spec_dir / "spec.yaml"
+    spec.write_text(spec.read_text().replace("verify: {samples: 1}\n",
+                                             "verify: {samples: 1, seed: 8}\n"))
+    changed = build(spec, tmp_path / "out2", jobs=2, cache_dir=small_build.cache, progress=False)
+    assert changed.rebuilt == ["cls"]  # the one model with work, built in this process
+
+
+def test_no_cache_rebuilds_every_stage(small_build, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(small_build.cache, cache)
+    fresh = build(small_build.spec_dir / "spec.yaml", tmp_path / "out", cache_dir=cache,
+                  use_cache=False, progress=False)
+    assert fresh.rebuilt == ["seg", "cls"]
+    assert fresh.archive_sha256 == small_build.outcome.archive_sha256
+    assert Cache(cache).get("wheel", "0" * 64) is None
+
+
+def test_an_existing_output_folder_is_kept_unless_forced(small_build, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    spec = small_build.spec_dir / "spec.yaml"
+    with pytest.raises(EdgefuseError, match=r"exists and is not empty"):
+        build(spec, out, cache_dir=small_build.cache, progress=False)
+    assert (out / "keep.txt").exists()
+    build(spec, out, cache_dir=small_build.cache, force=True, progress=False)
+    assert not (out / "keep.txt").exists() and (out / "small-1.0.0.tar.gz").is_file()
+
+
+def test_the_wheel_is_installable_metadata_and_the_package(small_build):
+    wheel = small_build.bundle / "app/edgefuse-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read("edgefuse-0.1.0.dist-info/METADATA").decode()
+        record = archive.read("edgefuse-0.1.0.dist-info/RECORD").decode()
+        assert archive.testzip() is None
+        times = {info.date_time for info in archive.infolist()}
+    assert "edgefuse/__init__.py" in names and "edgefuse/bundle/templates/install.sh" in names
+    assert not any("__pycache__" in n for n in names)
+    assert "Requires-Dist: jsonschema" in metadata and "Name: edgefuse" in metadata
+    assert "edgefuse/__init__.py,sha256=" in record
+    assert times == {(1980, 1, 1, 0, 0, 0)}
+
+
+def test_bundle_verify_runs_each_model_against_its_golden(small_build):
+    report = verify_bundle(small_build.archive, backends=("cpu",))
+    assert report.passed and set(report.models) == {"seg", "cls"}
+    assert all(o.cosine > 0.99999 for check in report.models.values() for o in check.outputs)
+    assert main(["bundle", "verify", str(small_build.bundle), "--backend", "cpu"]) == 0
+
+
+def test_bundle_verify_fails_a_model_that_no_longer_matches_its_golden(small_build, tmp_path,
+                                                                       capsys):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(small_build.bundle, bundle)
+    golden = bundle / "models/cls/golden.npz"
+    with np.load(golden) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["output/scores"] = -arrays["output/scores"]
+    np.savez(golden, **arrays)
+    manifest = bundle / "MANIFEST.json"  # re-sign, so that only the numbers disagree
+    data = json.loads(manifest.read_text())
+    data["files"]["models/cls/golden.npz"] = file_sha256(golden)
+    record = {k: v for k, v in data.items() if k not in ("format", "manifest_sha256", "files")}
+    manifest.unlink()
+    write_bundle_manifest(bundle, record)
+    assert main(["bundle", "verify", str(bundle), "--backend", "cpu"]) == 1
+    assert "error[golden-mismatch]: cls" in capsys.readouterr().err
+
+
+OPS_SPEC = """\
+apiVersion: edgefuse/v1
+bundle: {name: ops}
+target: {soc: Ascend310B4}
+models:
+  - name: silu
+    source: models/silu.onnx
+    optimize: {target: soc}
+    precision: {keep_fp32: none}
+    verify: {samples: 1}
+app: {kind: segmentation, model: silu}
+"""
+
+
+def _ops_spec(folder):
+    (folder / "models").mkdir(parents=True)
+    onnx.save_model(silu_head(), str(folder / "models/silu.onnx"))
+    (folder / "spec.yaml").write_text(OPS_SPEC)
+    return folder / "spec.yaml"
+
+
+def test_a_model_with_custom_ops_brings_the_op_package_and_its_environment(tmp_path):
+    outcome = build(_ops_spec(tmp_path / "a"), tmp_path / "out", cache_dir=tmp_path / "c",
+                    progress=False)
+    bundle = outcome.bundle_dir
+    manifest = _manifest(bundle)
+    assert manifest["models"]["silu"]["custom_ops"] == {"Swish": 1}
+    assert manifest["custom_ops"]["package"] == "opp/" and (bundle / "opp/build.sh").is_file()
+    assert "ASCEND_CUSTOM_OPP_PATH=/opt/edgefuse/ops/opp/vendors/edgefuse" in (
+        bundle / "env/edgefuse-ops.env").read_text()
+    assert "OPP_VENDOR=edgefuse" in (bundle / "install.sh").read_text()
+    # the prepared ONNX speaks ATC's spelling; hosts check the golden through host.onnx
+    assert manifest["models"]["silu"]["host_onnx"] == "models/silu/host.onnx"
+    assert verify_bundle(outcome.archive, backends=("cpu",)).passed
+    other = build(_ops_spec(tmp_path / "b"), tmp_path / "out2", cache_dir=tmp_path / "c2",
+                  progress=False)
+    assert other.archive_sha256 == outcome.archive_sha256

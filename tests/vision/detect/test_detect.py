@@ -1,0 +1,132 @@
+"""YOLO decodes on hand-made outputs (v5, v8, the device head) and layout detection."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from edgefuse.errors import InputError
+from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
+from edgefuse.preprocess import Geometry
+from edgefuse.vision.detect.decode import (
+    DetectOptions,
+    candidates_yolov5,
+    candidates_yolov8,
+    decode,
+)
+from edgefuse.vision.model.layouts import detect_layout
+from tests.vision.models import constant_model, yolov8_output
+
+pytestmark = pytest.mark.ort
+
+IDENTITY = Geometry((32, 32), (32, 32), 1.0, 1.0, 0, 0)
+# A 50 x 100 frame letterboxed into 32 x 32: r = 0.32, content 32 x 16, 8 rows above.
+WIDE = Geometry((50, 100), (32, 32), 0.32, 0.32, 0, 8)
+
+
+def test_yolov8_keeps_scores_strictly_above_conf_and_takes_the_best_class():
+    out = np.zeros((1, 6, 4), np.float32)
+    out[0, :4] = [[10, 20, 30, 5], [10, 20, 30, 5], [4, 4, 4, 2], [2, 2, 2, 2]]  # cx cy w h rows
+    out[0, 4:, 0] = [0.25, 0.1]  # exactly conf: dropped
+    out[0, 4:, 1] = [0.3, 0.6]  # class 1 wins
+    out[0, 4:, 2] = [0.9, 0.0]
+    boxes, scores, classes = candidates_yolov8(out, 0.25)
+    np.testing.assert_allclose(boxes, [[18, 19, 22, 21], [28, 29, 32, 31]])
+    np.testing.assert_allclose(scores, [0.6, 0.9])
+    assert classes.tolist() == [1, 0]
+
+
+def test_yolov5_score_is_objectness_times_class():
+    out = np.zeros((1, 3, 7), np.float32)
+    out[0, 0] = [16, 16, 8, 8, 0.9, 0.2, 0.5]  # 0.9 x 0.5 = 0.45, class 1
+    out[0, 1] = [8, 8, 4, 4, 0.3, 0.9, 0.1]  # 0.27: kept
+    out[0, 2] = [4, 4, 2, 2, 0.2, 1.0, 1.0]  # objectness 0.2 <= conf: never a candidate
+    boxes, scores, classes = candidates_yolov5(out, 0.25)
+    np.testing.assert_allclose(boxes, [[12, 12, 20, 20], [6, 6, 10, 10]])
+    np.testing.assert_allclose(scores, [0.45, 0.27], rtol=1e-6)
+    assert classes.tolist() == [1, 0]
+    out[0, 0, 6] = 0.2  # 0.9 x 0.2 = 0.18 <= conf: dropped although objectness passed
+    assert len(candidates_yolov5(out, 0.25)[1]) == 1
+
+
+def test_yolov8_decode_runs_class_aware_nms_and_maps_back_through_the_letterbox():
+    result = decode({"output0": yolov8_output()}, "yolov8", WIDE)
+    # Box 0 (8, 8)-(24, 24) in the model: x / 0.32, (y - 8) / 0.32 -> (25, 0)-(75, 50);
+    # box 1 is suppressed by box 0; box 2 (2, 2)-(6, 6) is clipped to y >= 0.
+    np.testing.assert_allclose(result.boxes, [[25, 0, 75, 50], [6.25, 0, 18.75, 0]], atol=1e-4)
+    np.testing.assert_allclose(result.scores, [0.9, 0.7])
+    assert result.classes.tolist() == [0, 1]
+
+
+def test_class_filter_agnostic_nms_and_max_det():
+    out = yolov8_output()
+    out[0, 4, 1], out[0, 5, 1] = 0.0, 0.8  # box 1 becomes class 1
+    both = decode({"o": out}, "yolov8", IDENTITY)
+    assert both.classes.tolist() == [0, 1, 1]
+    agnostic = decode({"o": out}, "yolov8", IDENTITY, DetectOptions(agnostic=True))
+    assert agnostic.scores.tolist() == pytest.approx([0.9, 0.7])
+    only_1 = decode({"o": out}, "yolov8", IDENTITY, DetectOptions(classes=(1,)))
+    assert only_1.classes.tolist() == [1, 1]
+    assert len(decode({"o": out}, "yolov8", IDENTITY, DetectOptions(max_det=1))) == 1
+
+
+def test_empty_outputs_give_no_detections():
+    result = decode({"o": np.zeros((1, 6, 64), np.float32)}, "yolov8", IDENTITY)
+    assert result.boxes.shape == (0, 4) and len(result) == 0
+
+
+def test_yolo_head_rows_past_num_detections_are_ignored():
+    outputs = {
+        "boxes": np.array([[[8, 16, 24, 24], [2, 10, 6, 14], [9, 9, 9, 9]]], np.float32),
+        "scores": np.array([[0.9, 0.3, 0.0]], np.float32),
+        "classes": np.array([[1, 0, 0]], np.int32),
+        "num_detections": np.array([2], np.int32),
+    }
+    result = decode(outputs, "yolo_head", WIDE)
+    np.testing.assert_allclose(result.boxes, [[25, 25, 75, 50], [6.25, 6.25, 18.75, 18.75]])
+    assert result.classes.tolist() == [1, 0]
+    stricter = decode(outputs, "yolo_head", WIDE, DetectOptions(conf=0.5))
+    assert len(stricter) == 1
+    with pytest.raises(InputError, match="not a YoloHead"):
+        decode({"boxes": outputs["boxes"]}, "yolo_head", WIDE)
+
+
+@pytest.mark.parametrize("layout", ["yolov8", "yolov5"])
+def test_the_device_head_agrees_with_the_host_decode(layout):
+    """edgefuse's YoloHead op (run as its ONNX function) and the host decode, same output."""
+    rng = np.random.default_rng(3)
+    raw = np.zeros((1, 7, 200), np.float32)
+    raw[0, :2] = rng.uniform(4, 28, (2, 200))
+    raw[0, 2:4] = rng.uniform(2, 12, (2, 200))
+    raw[0, 4:] = rng.random((3, 200)) ** 3
+    if layout == "yolov5":
+        raw = np.ascontiguousarray(raw[:, :7].transpose(0, 2, 1))  # obj + 2 classes
+    model = append_yolo_head(constant_model(raw), YoloHeadOptions(layout=layout))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    head = dict(zip(names, session.run(None, {"images": np.zeros((1, 3, 32, 32), np.float32)}),
+                    strict=True))
+    on_device = decode(head, "yolo_head", IDENTITY)
+    on_host = decode({"output0": raw}, layout, IDENTITY)
+    assert len(on_host) > 3
+    np.testing.assert_allclose(on_device.boxes, on_host.boxes, atol=1e-4)
+    np.testing.assert_allclose(on_device.scores, on_host.scores, rtol=1e-6)
+    assert on_device.classes.tolist() == on_host.classes.tolist()
+
+
+@pytest.mark.parametrize(("outputs", "classes", "layout"), [
+    ([("o", (1, 84, 8400), "float32")], None, "yolov8"),
+    ([("o", (1, 25200, 85), "float32")], None, "yolov5"),
+    ([("o", (1, 6, 4), "float32")], 2, "yolov8"),  # N < 4 + C: only the class count tells
+    ([("o", (1, 4, 7), "float32")], 2, "yolov5"),
+    ([("b", (1, 300, 4), "float32"), ("s", (1, 300), "float32"), ("c", (1, 300), "int32"),
+      ("n", (1,), "int32")], None, "yolo_head"),
+    ([("o", (1, 21, 64, 64), "float32")], None, "seg_logits"),
+    ([("o", (1, 1, 64, 64), "float32")], None, "seg_sigmoid"),
+    ([("o", (1, 64, 64), "int64")], None, "seg_argmax"),
+    ([("o", (1, 1000), "float32")], None, "logits"),
+    ([("o", (1, "n", 85), "float32")], None, None),
+])
+def test_layout_from_output_shapes(outputs, classes, layout):
+    assert detect_layout(outputs, classes) == layout
