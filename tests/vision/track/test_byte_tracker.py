@@ -125,3 +125,34 @@ def test_kalman_follows_constant_velocity():
 def test_options_are_checked():
     with pytest.raises(ValueError, match="low_thresh 0.6 is above track_thresh 0.5"):
         TrackerOptions(low_thresh=0.6)
+
+
+def _best_extended_cost(cost: np.ndarray, threshold: float) -> float:
+    """lap's extended objective, minimised by brute force over every partial matching."""
+    rows, columns = cost.shape
+    best = (rows + columns) * threshold / 2  # nothing matched
+
+    def walk(row: int, used: frozenset, total: float, matched: int) -> None:
+        nonlocal best
+        if row == rows:
+            best = min(best, total + (rows + columns - 2 * matched) * threshold / 2)
+            return
+        walk(row + 1, used, total, matched)
+        for column in range(columns):
+            if column not in used:
+                walk(row + 1, used | {column}, total + cost[row, column], matched + 1)
+
+    walk(0, frozenset(), 0.0, 0)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_assignment_solves_laps_extended_problem(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(rng.integers(1, 5, size=2))
+    cost = rng.uniform(0.0, 1.0, shape)
+    threshold = float(rng.uniform(0.3, 0.9))
+    matches, rows, columns = linear_assignment(cost, threshold)
+    achieved = cost[matches[:, 0], matches[:, 1]].sum() + (len(rows) + len(columns)) * threshold / 2
+    assert achieved == pytest.approx(_best_extended_cost(cost, threshold))
+    assert (cost[matches[:, 0], matches[:, 1]] < threshold).all()
