@@ -119,7 +119,8 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
         except BaseException:
             source.close()
             raise
-        print(f"{model_source.label}: {task.layout} on {session.backend}; source {source.name} "
+        print(f"{model_source.label}: {task.layout_description} on {session.backend}; source "
+              f"{source.name} "
               f"({'live' if source.live else 'every frame'})", file=sys.stderr)
         pipeline = Pipeline(
             source, task, sinks, queue_size=config.queue_size, in_flight=config.in_flight,
