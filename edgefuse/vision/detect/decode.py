@@ -144,8 +144,13 @@ def _candidates(outputs: Mapping[str, np.ndarray], layout: str, heads: Heads | N
     if len(scores) > options.max_nms:
         top = np.argsort(-scores, kind="stable")[:options.max_nms]
         boxes, scores, classes = boxes[top], scores[top], classes[top]
-    nms_boxes = boxes + PIXEL_INCLUSIVE if layout == "yolox" else boxes
-    return boxes, scores, classes, nms_boxes
+    if layout != "yolox":
+        return boxes, scores, classes, boxes
+    # YOLOX divides by the letterbox ratio first, then runs its +1 pixel NMS (in frame pixels,
+    # unclipped): the +1 does not scale, so the NMS sees the boxes where YOLOX's does.
+    scale = np.array([geometry.scale_x, geometry.scale_y] * 2, np.float32)
+    pad = np.array([geometry.pad_left, geometry.pad_top] * 2, np.float32)
+    return boxes, scores, classes, (boxes - pad) / scale + PIXEL_INCLUSIVE
 
 
 def _end2end(outputs: Mapping[str, np.ndarray], heads: Heads, geometry: Geometry,

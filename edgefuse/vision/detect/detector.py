@@ -10,7 +10,7 @@ Thresholds come, in order of precedence, from the constructor's arguments, the m
 The layout comes from the ``layout`` argument (the config's ``layout:``), else the app info's
 ``postprocess.layout``, else ``recognise`` tells it from the outputs and the graph; either way it
 is bound to the output names and checked against the shapes (and the class names' count) when
-the model is opened, and ``layout_description`` says which it is and why.
+the model is opened, and ``layout_note`` says which it is and why.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import BuildManifest
 from edgefuse.metrics.detect import Detections
 from edgefuse.model_info import AppInfo
@@ -90,10 +91,11 @@ class Detector(VisionModel):
                             session_options=session_options, **task_options)
 
     @property
-    def layout_description(self) -> str:
+    def layout_note(self) -> str:
+        """``layout yolox (3 classes, strides 8,16,32), told from the graph: ...``."""
         if self.heads is None:
-            return str(self.layout)
-        return f"{self.heads.describe()} ({self._why})"
+            return ""
+        return f"layout {self.heads.describe()}, {self._why}"
 
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Geometry) -> Detections:
         return detect.decode(outputs, self.layout, geometry, self.options, self.heads)
@@ -122,8 +124,17 @@ class Detector(VisionModel):
         if not all(all(isinstance(d, int) for d in shape) for _, shape, _ in outputs):
             return None  # dynamic shapes: warm_up runs once and calls this again
         found = recognise(outputs, evidence)
-        if found is None:  # not a detector: the generic rules name what it is
-            return layouts.detect_layout(outputs, self._class_count)
+        if found is None:
+            other = layouts.detect_layout(outputs, self._class_count)
+            if other is not None and other not in detect.LAYOUTS:
+                return other  # a segmenter or classifier: _check_layout says so
+            raise InputError(
+                f"the outputs of {self.label} fit no detector layout: " + ", ".join(
+                    f"{n} {d}[{','.join(map(str, s))}]" for n, s, d in outputs),
+                hint="a detector has one of the layouts yolov8 [1, 4+C, N], yolov5/yolox "
+                     "[1, N, 5+C], end2end [1, K, 6] or DETR boxes + logits, ppyoloe boxes + "
+                     "scores or PicoDet heads, yolo_head; set 'layout:' if it is one of them",
+                reference=Ref.BAD_LAYOUT)
         self.heads, self._why = found
         return self.heads.layout
 

@@ -32,7 +32,7 @@ class Heads:
     reg_max: int | None = None  # PicoDet DFL bins - 1
 
     def describe(self) -> str:
-        parts = [self.layout + (f" ({self.form})" if self.form else "")]
+        parts = [self.form] if self.form else []
         if self.num_classes is not None:
             parts.append(f"{self.num_classes} classes")
         if self.strides:
@@ -42,7 +42,7 @@ class Heads:
         if self.form == "detr":
             parts.append("scores are logits (sigmoid applied)" if self.logits
                          else "scores are probabilities")
-        return ", ".join(parts)
+        return self.layout + (f" ({', '.join(parts)})" if parts else "")
 
 
 def head_outputs(outputs: Mapping[str, np.ndarray] | Sequence[tuple[str, tuple, str]]

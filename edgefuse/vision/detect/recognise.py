@@ -71,6 +71,7 @@ def recognise(outputs: Sequence[Output], evidence: Evidence) -> tuple[Heads, str
     if not fits:
         return None
     if len(fits) == 1:
+        _check_decoded(fits[0], outputs, evidence)
         return fits[0], "told from the output shapes"
     return _narrow(fits, outputs, evidence)
 
@@ -229,6 +230,22 @@ def _narrow(fits: list[Heads], outputs: Sequence[Output],
     return fits[0], "told from the graph: " + "; ".join(why)
 
 
+def _check_decoded(heads: Heads, outputs: Sequence[Output], evidence: Evidence) -> None:
+    """A yolov5/yolov8 fit by shape whose graph hands over undecoded conv outputs is a raw head
+    (a YOLOX with other strides, say): refuse rather than read grid offsets as pixels."""
+    if heads.layout not in ("yolov5", "yolov8") or evidence.tails is None:
+        return
+    tail = evidence.tails.get(heads.names[0])
+    if tail is None or tail.decodes_boxes:
+        return
+    raise InputError(
+        f"the outputs {_shapes(outputs)} read as '{heads.layout}' by shape, but the graph "
+        f"does not decode the boxes (its tail after the last Conv: {tail.describe()}): a raw "
+        "head such as YOLOX's", hint="for a raw YOLOX head set 'layout: yolox' and 'strides:' "
+        "to its FPN strides (e.g. [8, 16, 32, 64] for P6); " + KEY_HINT,
+        reference=Ref.BAD_LAYOUT)
+
+
 # ---- helpers ------------------------------------------------------------------------------------
 
 
@@ -346,7 +363,8 @@ def _layout_hint(outputs: Sequence[Output], evidence: Evidence) -> str:
 
 
 def _ambiguous(fits: Sequence[Heads], outputs: Sequence[Output], why: str) -> InputError:
-    names = " and ".join(f"'{h.layout}' ({h.describe()})" for h in fits) or "no layout"
+    names = " and ".join(f"'{h.layout}'{h.describe()[len(h.layout):]}" for h in fits) \
+        or "no layout"
     return InputError(f"the outputs {_shapes(outputs)} fit {names}, {why}",
                       hint=KEY_HINT.replace("yolov8, yolov5, yolo_head, yolox, end2end or "
                                             "ppyoloe", " or ".join(h.layout for h in fits))

@@ -249,9 +249,10 @@ class VisionModel:
         self.session.close()
 
     @property
-    def layout_description(self) -> str:
-        """The output layout in words, for the line an app prints at start."""
-        return str(self.layout)
+    def layout_note(self) -> str:
+        """How the output layout was chosen, for the line an app prints at start ("": no more
+        to say than its name)."""
+        return ""
 
     def __enter__(self) -> Any:
         return self
