@@ -8,13 +8,17 @@ preprocessing, and compares the detections with the project's own post-processin
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 
+from edgefuse.apps.models import resolve_model
 from edgefuse.errors import InputError
 from edgefuse.vision.detect.detector import Detector
+from edgefuse.vision.scenes.shapes import CLASSES, SceneGenerator
 from tests.needs import optional
 from tests.vision.detect import reference_decodes as ref
 
@@ -241,3 +245,27 @@ def test_picodet_raw_heads_decode_as_picodet_postprocess(tmp_path, classes):
     theirs[:, [0, 2]] /= scale_x
     theirs[:, [1, 3]] /= scale_y
     assert_same(ours, theirs, image, least=3)
+
+
+# ---- the repository's own detectors -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "layout"), [
+    ("shapes_yolov8", "yolov8"), ("yolov8n:tiny", "yolov8"), ("yolov5s:tiny", "yolov5"),
+    ("yolov3:tiny", "yolov5"),
+])
+def test_the_catalogue_detectors_are_told_without_their_layout_and_decode_the_same(name,
+                                                                                   layout):
+    """The trained shapes detector on a real scene; the others (seeded) on the same frame."""
+    source, info = resolve_model(name)
+    bare = dataclasses.replace(info, postprocess=dataclasses.replace(info.postprocess,
+                                                                     layout=None))
+    image = SceneGenerator(7, (240, 320)).scene(0).image
+    with Detector.open(source, backends="cpu", info=bare) as told, \
+            Detector.open(source, backends="cpu", info=info) as declared:
+        assert told.layout == layout and "told from" in told.layout_note
+        assert declared.layout == layout and "app info" in declared.layout_note
+        ours, theirs = told(image), declared(image)
+    np.testing.assert_array_equal(ours.boxes, theirs.boxes)
+    if name == "shapes_yolov8":
+        assert len(ours) >= 1 and set(ours.classes.tolist()) <= set(range(len(CLASSES)))
