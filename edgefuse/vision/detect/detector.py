@@ -115,14 +115,14 @@ class Detector(VisionModel):
         """The declared layout bound to the outputs, else the one ``recognise`` finds."""
         evidence = Evidence(self.plan.preprocess.size, self._class_count, self._strides,
                             self._tails())
+        if self._declared is not None and self._declared not in detect.LAYOUTS:
+            return self._declared  # a segmentation layout: _check_layout says wrong kind
+        if not all(all(isinstance(d, int) for d in shape) for _, shape, _ in outputs):
+            return None  # dynamic shapes: warm_up runs once and calls this again
         if self._declared is not None:
-            if self._declared not in detect.LAYOUTS:
-                return self._declared  # a segmentation layout: _check_layout says wrong kind
             self.heads = bind(self._declared, outputs, evidence)
             self._why = f"set by {self._layout_origin}"
             return self.heads.layout
-        if not all(all(isinstance(d, int) for d in shape) for _, shape, _ in outputs):
-            return None  # dynamic shapes: warm_up runs once and calls this again
         found = recognise(outputs, evidence)
         if found is None:
             other = layouts.detect_layout(outputs, self._class_count)

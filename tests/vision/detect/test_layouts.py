@@ -201,11 +201,11 @@ PADDLE_PRE = {"size": [160, 160], "resize": "stretch", "color": "RGB", "scale": 
               "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
 
 
-def paddle_input(image: np.ndarray) -> tuple[np.ndarray, float, float]:
+def paddle_input(image: np.ndarray, size=(160, 160)) -> tuple[np.ndarray, float, float]:
     """Resize (keep_ratio False), RGB, /255, ImageNet mean/std, CHW; scale factors y, x."""
-    resized = cv2.resize(image, (160, 160), interpolation=cv2.INTER_LINEAR)[..., ::-1] / 255.0
+    resized = cv2.resize(image, size[::-1], interpolation=cv2.INTER_LINEAR)[..., ::-1] / 255.0
     normalised = (resized - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]
-    return normalised.transpose(2, 0, 1)[None], 160 / image.shape[0], 160 / image.shape[1]
+    return normalised.transpose(2, 0, 1)[None], size[0] / image.shape[0], size[1] / image.shape[1]
 
 
 def test_ppyoloe_boxes_and_scores_decode_with_paddle_multiclass_nms(tmp_path):
@@ -224,24 +224,25 @@ def test_ppyoloe_boxes_and_scores_decode_with_paddle_multiclass_nms(tmp_path):
     assert_same(ours, theirs, image, least=3)
 
 
-@pytest.mark.parametrize("classes", [3, 8])
-def test_picodet_raw_heads_decode_as_picodet_postprocess(tmp_path, classes):
-    """Eight outputs, reg_max 7 from the shape; with 8 classes both outputs of a stride are
-    multiples of 4, and the Sigmoid in the graph tells the class scores."""
+@pytest.mark.parametrize(("classes", "size"), [(3, (160, 160)), (8, (192, 128))])
+def test_picodet_raw_heads_decode_as_picodet_postprocess(tmp_path, classes, size):
+    """Eight outputs, reg_max 7 from the shape, strides from the rows (also of a portrait
+    input); with 8 classes both outputs of a stride are multiples of 4, and the Sigmoid in the
+    graph tells the class scores."""
     strides = (8, 16, 32, 64)
     names = [f"score_{s}" for s in strides] + [f"dist_{s}" for s in strides]
-    path = fh.export(fh.PicoRawHead(classes, 7, strides), tmp_path / "pico.onnx", (160, 160),
+    path = fh.export(fh.PicoRawHead(classes, 7, strides), tmp_path / "pico.onnx", size,
                      names, seed=6)
     image = frame()
-    with Detector.open(path, backends="cpu", preprocess=PADDLE_PRE, conf=0.95,
-                       iou=0.6) as detector:
+    with Detector.open(path, backends="cpu", preprocess={**PADDLE_PRE, "size": list(size)},
+                       conf=0.95, iou=0.6) as detector:
         assert detector.layout == "ppyoloe" and detector.heads.form == "pico"
         assert detector.heads.strides == strides and detector.heads.reg_max == 7
         assert detector.heads.names == tuple(names)
         ours = rows_of(detector(image))
-    tensor, scale_y, scale_x = paddle_input(image)
+    tensor, scale_y, scale_x = paddle_input(image, size)
     outputs = run_onnx(path, tensor)
-    theirs = ref.picodet(outputs[:4], outputs[4:], strides, (160, 160), 0.95, 0.6)
+    theirs = ref.picodet(outputs[:4], outputs[4:], strides, size, 0.95, 0.6)
     theirs[:, [0, 2]] /= scale_x
     theirs[:, [1, 3]] /= scale_y
     assert_same(ours, theirs, image, least=3)

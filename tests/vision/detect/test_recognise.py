@@ -141,3 +141,12 @@ def _png() -> bytes:
     ok, data = cv2().imencode(".png", np.full((32, 32, 3), 90, np.uint8))
     assert ok
     return data.tobytes()
+
+
+@pytest.mark.parametrize("layout", [None, "yolov8"])
+def test_dynamic_output_shapes_are_bound_after_one_run(layout):
+    out = np.zeros((1, 7, 64), np.float32)
+    model = constant_model(out)
+    model.graph.output[0].type.tensor_type.shape.dim[2].dim_param = "anchors"
+    with Detector.open(model, backends="cpu", layout=layout) as detector:
+        assert detector.layout == "yolov8" and detector.heads.num_classes == 3
