@@ -6,7 +6,9 @@ import json
 
 import numpy as np
 import onnx
+import onnx.helper as oh
 import pytest
+from onnx import numpy_helper
 
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
@@ -145,8 +147,25 @@ def _png() -> bytes:
 
 @pytest.mark.parametrize("layout", [None, "yolov8"])
 def test_dynamic_output_shapes_are_bound_after_one_run(layout):
-    out = np.zeros((1, 7, 64), np.float32)
-    model = constant_model(out)
-    model.graph.output[0].type.tensor_type.shape.dim[2].dim_param = "anchors"
-    with Detector.open(model, backends="cpu", layout=layout) as detector:
+    """Rows tiled by the (dynamic) input width x 2: the output's last axis is known after a run."""
+    column = np.zeros((1, 7, 1), np.float32)
+    column[0, 4] = 0.9
+    nodes = [
+        oh.make_node("Shape", ["images"], ["shape"]),
+        oh.make_node("Gather", ["shape", "three"], ["width"]),
+        oh.make_node("Mul", ["width", "two"], ["rows"]),
+        oh.make_node("Concat", ["ones", "rows"], ["repeats"], axis=0),
+        oh.make_node("Tile", ["column", "repeats"], ["output0"]),
+    ]
+    inits = [numpy_helper.from_array(column, "column"),
+             numpy_helper.from_array(np.array([3], np.int64), "three"),
+             numpy_helper.from_array(np.array([2], np.int64), "two"),
+             numpy_helper.from_array(np.array([1, 1], np.int64), "ones")]
+    graph = oh.make_graph(nodes, "dynamic", [oh.make_tensor_value_info(
+        "images", onnx.TensorProto.FLOAT, [1, 3, 32, "width"])], [oh.make_tensor_value_info(
+            "output0", onnx.TensorProto.FLOAT, [1, 7, "rows"])], inits)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
+    with Detector.open(model, backends="cpu", layout=layout,
+                       preprocess={"size": [32, 32]}) as detector:
+        assert not isinstance(detector.session.outputs[0].shape[2], int)
         assert detector.layout == "yolov8" and detector.heads.num_classes == 3
