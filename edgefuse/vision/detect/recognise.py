@@ -36,8 +36,7 @@ from edgefuse.vision.detect.heads import (
 )
 
 Output = tuple[str, tuple, str]  # name, shape, dtype name
-KEY_HINT = ("set 'layout:' in the config (or postprocess.layout in the model's app info): "
-            "yolov8, yolov5, yolo_head, yolox, end2end or ppyoloe")
+ALL_LAYOUTS = ("yolov8", "yolov5", "yolo_head", "yolox", "end2end", "ppyoloe")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,7 +241,7 @@ def _check_decoded(heads: Heads, outputs: Sequence[Output], evidence: Evidence) 
         f"the outputs {_shapes(outputs)} read as '{heads.layout}' by shape, but the graph "
         f"does not decode the boxes (its tail after the last Conv: {tail.describe()}): a raw "
         "head such as YOLOX's", hint="for a raw YOLOX head set 'layout: yolox' and 'strides:' "
-        "to its FPN strides (e.g. [8, 16, 32, 64] for P6); " + KEY_HINT,
+        "to its FPN strides (e.g. [8, 16, 32, 64] for P6); " + key_hint(ALL_LAYOUTS),
         reference=Ref.BAD_LAYOUT)
 
 
@@ -305,8 +304,11 @@ def _are_logits(name: str, evidence: Evidence) -> bool:
         return True
     if "score" in lowered or "prob" in lowered:
         return False
-    raise Unfit(f"cannot tell whether '{name}' holds logits or probabilities: no graph to read "
-                "and a name with neither 'logits' nor 'scores'")
+    raise InputError(
+        f"the outputs read as DETR boxes and class scores, but nothing tells whether '{name}' "
+        "holds logits or probabilities: no graph to read, and its name says neither",
+        hint="give the model as ONNX (its graph tells whether a Sigmoid ends the branch), or "
+             "export the output named 'logits' or 'scores'", reference=Ref.BAD_LAYOUT)
 
 
 def _score_and_distribution(pair: Sequence[Output], evidence: Evidence
@@ -366,9 +368,14 @@ def _ambiguous(fits: Sequence[Heads], outputs: Sequence[Output], why: str) -> In
     names = " and ".join(f"'{h.layout}'{h.describe()[len(h.layout):]}" for h in fits) \
         or "no layout"
     return InputError(f"the outputs {_shapes(outputs)} fit {names}, {why}",
-                      hint=KEY_HINT.replace("yolov8, yolov5, yolo_head, yolox, end2end or "
-                                            "ppyoloe", " or ".join(h.layout for h in fits))
-                      if fits else KEY_HINT, reference=Ref.BAD_LAYOUT)
+                      hint=key_hint([h.layout for h in fits] or ALL_LAYOUTS),
+                      reference=Ref.BAD_LAYOUT)
+
+
+def key_hint(layouts: Sequence[str]) -> str:
+    """Where to name the layout, and which to name."""
+    return ("set 'layout:' in the config (or postprocess.layout in the model's app info): "
+            + " or ".join(layouts))
 
 
 def _class_mismatch(loose: Sequence[Heads], expected: int,

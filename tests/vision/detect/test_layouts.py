@@ -17,6 +17,7 @@ import pytest
 
 from edgefuse.apps.models import resolve_model
 from edgefuse.errors import InputError
+from edgefuse.runtime import open_session
 from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.scenes.shapes import CLASSES, SceneGenerator
 from tests.needs import optional
@@ -116,10 +117,7 @@ def test_a_yolox_exported_decoded_reads_as_yolov5(tmp_path, yolox_raw):
 
 
 def test_without_the_graph_raw_yolox_and_yolov5_are_refused_with_the_key_to_set(yolox_raw):
-    session_model = onnx.load(str(yolox_raw))
-    from edgefuse.runtime import open_session  # noqa: PLC0415 - keeps the imports above short
-
-    with open_session(session_model, "cpu") as session:
+    with open_session(onnx.load(str(yolox_raw)), "cpu") as session:
         with pytest.raises(InputError, match=r"fit 'yolov5' .* and 'yolox' .*no graph") as caught:
             Detector(session, preprocess=YOLOX_PRE)
         assert "layout:" in caught.value.hint and "yolov5 or yolox" in caught.value.hint

@@ -17,9 +17,12 @@ from edgefuse.runtime import open_session
 from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.detect.graph_tail import Tail
 from edgefuse.vision.detect.recognise import Evidence, bind, recognise
+from tests.needs import optional
 from tests.vision.models import constant_model
 
 pytestmark = pytest.mark.ort
+
+cv2 = optional("cv2")
 
 SIZE = (160, 160)  # YOLOX grid at 8/16/32: 400 + 100 + 25 = 525 rows
 RAW = Tail(frozenset({"Sigmoid", "Concat", "Reshape", "Transpose"}), False, "Concat")
@@ -60,7 +63,8 @@ def test_detr_scores_are_logits_by_graph_else_by_name():
     named = [("pred_logits", (1, 100, 5), "float32"), ("pred_boxes", (1, 100, 4), "float32")]
     assert layout_of(named).logits is True
     assert layout_of([("scores", (1, 100, 5), "float32"), named[1]]).logits is False
-    assert layout_of(outputs) is None  # neither graph nor name says: no guess
+    with pytest.raises(InputError, match="logits or probabilities"):
+        layout_of(outputs)  # neither graph nor name says: no guess
 
 
 @pytest.mark.parametrize(("outputs", "tails", "candidates"), [
@@ -138,9 +142,7 @@ def test_a_session_without_graph_still_takes_a_declared_layout(tmp_path):
 
 
 def _png() -> bytes:
-    from edgefuse._cv import cv2  # noqa: PLC0415 - OpenCV only for this helper
-
-    ok, data = cv2().imencode(".png", np.full((32, 32, 3), 90, np.uint8))
+    ok, data = cv2.imencode(".png", np.full((32, 32, 3), 90, np.uint8))
     assert ok
     return data.tobytes()
 
