@@ -15,8 +15,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from edgefuse.apps.models import resolve_model
+from edgefuse.apps.models import catalogue_info
 from edgefuse.errors import InputError
+from edgefuse.models import CATALOGUE
 from edgefuse.runtime import open_session
 from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.scenes.shapes import CLASSES, SceneGenerator
@@ -250,18 +251,25 @@ def test_picodet_raw_heads_decode_as_picodet_postprocess(tmp_path, classes, size
 
 
 @pytest.mark.parametrize(("name", "layout"), [
-    ("shapes_yolov8", "yolov8"), ("yolov8n:tiny", "yolov8"), ("yolov5s:tiny", "yolov5"),
-    ("yolov3:tiny", "yolov5"),
+    ("shapes_yolov8", "yolov8"), ("yolov5s:tiny", "yolov5"),
+    pytest.param("yolov8n:tiny", "yolov8", marks=pytest.mark.slow),
+    pytest.param("yolov3:tiny", "yolov5", marks=pytest.mark.slow),
 ])
-def test_the_catalogue_detectors_are_told_without_their_layout_and_decode_the_same(name,
-                                                                                   layout):
+def test_the_catalogue_detectors_are_told_without_their_layout_and_decode_the_same(tmp_path,
+                                                                                   name, layout):
     """The trained shapes detector on a real scene; the others (seeded) on the same frame."""
-    source, info = resolve_model(name)
+    entry_name, _, variant = name.partition(":")
+    entry = CATALOGUE[entry_name]
+    info = catalogue_info(entry, variant or "full")
     bare = dataclasses.replace(info, postprocess=dataclasses.replace(info.postprocess,
                                                                      layout=None))
+    path = tmp_path / "model.onnx"
+    torch.onnx.export(entry.build(variant or "full").eval(),
+                      (torch.zeros(entry.shapes(variant or "full")[0]),), str(path),
+                      opset_version=17, dynamo=False, input_names=["images"])
     image = SceneGenerator(7, (240, 320)).scene(0).image
-    with Detector.open(source, backends="cpu", info=bare) as told, \
-            Detector.open(source, backends="cpu", info=info) as declared:
+    with Detector.open(path, backends="cpu", info=bare) as told, \
+            Detector.open(path, backends="cpu", info=info) as declared:
         assert told.layout == layout and "told from" in told.layout_note
         assert declared.layout == layout and "app info" in declared.layout_note
         ours, theirs = told(image), declared(image)
