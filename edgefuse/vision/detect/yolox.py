@@ -36,10 +36,13 @@ def yolox_scores(output: np.ndarray, input_size: tuple[int, int], strides: Seque
             f"{list(strides)} has {len(cells)} rows, the output has {len(rows)}",
             hint="set 'strides:' to the model's FPN strides, or preprocess.size to its input size",
             reference=Ref.BAD_LAYOUT)
-    scores = rows[:, 5:] * rows[:, 4:5]
-    picked = np.flatnonzero(scores.max(axis=1) > conf)
+    # Class probabilities are at most 1: only rows with objectness > conf can score above it.
+    hopeful = np.flatnonzero(rows[:, 4] > conf)
+    scores = rows[hopeful, 5:] * rows[hopeful, 4:5]
+    keep = scores.max(axis=1, initial=0.0) > conf
+    picked, scores = hopeful[keep], scores[keep]
     chosen, stride = rows[picked], scales[picked]
     centre = (chosen[:, :2] + cells[picked]) * stride
     size = np.exp(chosen[:, 2:4]) * stride
     boxes = np.concatenate([centre - size / 2, centre + size / 2], axis=1)
-    return boxes.astype(np.float32), scores[picked]
+    return boxes.astype(np.float32), scores
