@@ -171,3 +171,12 @@ def test_dynamic_output_shapes_are_bound_after_one_run(layout):
                        preprocess={"size": [32, 32]}) as detector:
         assert not isinstance(detector.session.outputs[0].shape[2], int)
         assert detector.layout == "yolov8" and detector.heads.num_classes == 3
+
+
+def test_the_issues_one_class_yolox_tiny_is_yolox_by_graph_and_refused_without():
+    """[1, 3549, 6] at 416 x 416 fits yolox, yolov5 (one class) and end2end (K x 6)."""
+    outputs = [("output", (1, 3549, 6), "float32")]
+    found, why = recognise(outputs, Evidence((416, 416), tails={"output": RAW}))
+    assert found.layout == "yolox" and "no TopK" in why and "undecoded" in why
+    with pytest.raises(InputError, match="'yolov5' .* and 'yolox' .* and 'end2end'"):
+        recognise(outputs, Evidence((416, 416)))
