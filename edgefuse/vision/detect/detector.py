@@ -25,7 +25,7 @@ import onnx
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import BuildManifest
 from edgefuse.metrics.detect import Detections
-from edgefuse.model_info import AppInfo
+from edgefuse.model_info import AppInfo, check_strides
 from edgefuse.model_source import resolve_source
 from edgefuse.preprocess import Geometry
 from edgefuse.runtime import DEFAULT_BACKENDS
@@ -60,7 +60,8 @@ class Detector(VisionModel):
         self._layout_origin = ("'layout:' in the config" if layout else
                                "the model's app info" if info.postprocess.layout else None)
         self._declared = layout or info.postprocess.layout
-        self._strides = tuple(strides) if strides else info.postprocess.strides
+        self._strides = (check_strides(strides, "strides", label, Ref.BAD_CONFIG) if strides
+                         else info.postprocess.strides)
         self._class_count = len(class_names or info.classes) or None
         self._graph = graph
         self._why = ""
