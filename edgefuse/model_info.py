@@ -26,12 +26,16 @@ from edgefuse.preprocess import Preprocess
 METADATA_KEY = "edgefuse.app"
 MANIFEST_KEY = "app"
 TASKS = ("detect", "segment", "classify")
-LAYOUTS = ("yolov8", "yolov5", "yolo_head", "seg_logits", "seg_sigmoid", "seg_argmax", "logits")
+LAYOUTS = ("yolov8", "yolov5", "yolo_head", "seg_logits", "seg_logits_nhwc", "seg_sigmoid",
+           "seg_argmax", "yolov8_seg", "logits")
 TASK_OF_LAYOUT = {
     "yolov8": "detect", "yolov5": "detect", "yolo_head": "detect",
-    "seg_logits": "segment", "seg_sigmoid": "segment", "seg_argmax": "segment",
+    "seg_logits": "segment", "seg_logits_nhwc": "segment", "seg_sigmoid": "segment",
+    "seg_argmax": "segment", "yolov8_seg": "segment",
     "logits": "classify",
 }
+# What the graph applied to segmentation scores: probabilities (sigmoid, softmax) or logits.
+ACTIVATIONS = ("sigmoid", "softmax", "none")
 _REF = Ref.BAD_APP_INFO
 
 
@@ -44,6 +48,7 @@ class Postprocess:
     iou: float | None = None
     max_det: int | None = None
     background: int | None = None
+    activation: str | None = None  # segmentation scores: one of ACTIVATIONS; None: from the graph
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "") -> Postprocess:
@@ -51,6 +56,8 @@ class Postprocess:
         rec.check_keys(data, [f.name for f in dataclasses.fields(cls)], where, _REF)
         if data.get("layout") is not None:
             rec.choice(data["layout"], "layout", LAYOUTS, where, _REF)
+        if data.get("activation") is not None:
+            rec.choice(data["activation"], "activation", ACTIVATIONS, where, _REF)
         for key in ("conf", "iou"):
             if data.get(key) is not None:
                 rec.number(data[key], key, where, _REF, low=0, high=1)

@@ -11,6 +11,7 @@ frame with the background's black).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,36 @@ def overlay(frame: np.ndarray, class_map: np.ndarray, colours: np.ndarray, *,
         if background is not None:
             border &= class_map != background
         out[border] = 255 - coloured[border]
+    return out
+
+
+def draw_masks(frame: np.ndarray, masks: Sequence[Any], classes: Sequence[int],
+               colours: np.ndarray, *, alpha: float = 0.5) -> np.ndarray:
+    """A copy of ``frame`` with instance masks filled in their class colour and outlined.
+
+    ``masks[i]`` has ``x``, ``y`` (its top-left pixel in the frame) and ``mask`` (bool);
+    ``classes[i]`` picks its colour (BGR [N, 3]). Masks are blended in reverse order, so the
+    first (the best-scored) lies on top where instances overlap, then every outline is drawn at
+    full strength in its class colour, so touching instances of one class stay apart.
+    """
+    out = frame.copy()
+    width = max(round(sum(frame.shape[:2]) / 2 * 0.003), 1)
+    outlines = []
+    for item, class_id in reversed(list(zip(masks, classes, strict=True))):
+        if not item.mask.any():
+            continue
+        colour = colours[int(class_id) % len(colours)]
+        height, span = item.mask.shape
+        region = out[item.y:item.y + height, item.x:item.x + span]
+        solid = np.empty_like(region)
+        solid[:] = colour
+        blended = cv2().addWeighted(region, 1.0 - alpha, solid, alpha, 0.0)
+        np.copyto(region, blended, where=item.mask[..., np.newaxis])
+        contours = cv2().findContours(item.mask.astype(np.uint8), cv2().RETR_EXTERNAL,
+                                      cv2().CHAIN_APPROX_SIMPLE, offset=(item.x, item.y))[0]
+        outlines.append((contours, tuple(int(c) for c in colour)))
+    for contours, colour in outlines:
+        cv2().drawContours(out, contours, -1, colour, width, cv2().LINE_AA)
     return out
 
 
