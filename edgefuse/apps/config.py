@@ -19,6 +19,7 @@ from typing import Any
 
 from edgefuse import _records as rec
 from edgefuse.errors import Ref
+from edgefuse.model_info import ACTIVATIONS, LAYOUTS
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
 
@@ -62,10 +63,17 @@ class DetectionConfig(AppConfig):
 
 @dataclasses.dataclass(frozen=True)
 class SegmentationConfig(AppConfig):
-    palette: str | tuple[Any, ...] = "voc"
+    layout: str | None = None
+    activation: str | None = None
+    palette: str | tuple[Any, ...] = "distinct"
     alpha: float = 0.5
+    legend: bool = True
     background: int | None = None
     threshold: float = 0.5
+    conf: float | None = None
+    iou: float | None = None
+    max_det: int | None = None
+    mask_format: str = "polygon"
 
 
 # ---- value checks ------------------------------------------------------------------------------
@@ -159,6 +167,10 @@ def _record(kind: type) -> Callable[[Any, str, str], Any]:
     return check
 
 
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
+    return lambda value, key, where: rec.choice(value, key, choices, where, _REF)
+
+
 def _palette(value: Any, key: str, where: str) -> str | tuple[Any, ...]:
     if isinstance(value, str):
         return value
@@ -196,8 +208,12 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "line_width": _optional(_int(1)),
     "palette": _palette,
     "alpha": _fraction,
+    "legend": _boolean,
+    "layout": _optional(_one_of(LAYOUTS)),
+    "activation": _optional(_one_of(ACTIVATIONS)),
     "background": _optional(_int(0)),
     "threshold": _fraction,
+    "mask_format": _one_of(("polygon", "rle")),
 }
 
 
