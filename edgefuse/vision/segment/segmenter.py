@@ -193,10 +193,11 @@ class Segmenter(VisionModel):
             classes = output.shape[axis]
             if isinstance(classes, int):
                 self._check_class_count(classes, f"axis {axis} of its output {output.describe()}")
-        elif self.layout == "seg_sigmoid":
-            if not any(output.shape[a] == 1 for a in (1, 3)):
-                raise self._bad_shape(f"{self.label}'s output {output.describe()} has no axis "
-                                      "of one channel")
+        elif len(output.shape) == 4 and all(isinstance(output.shape[a], int) for a in (1, 3)) \
+                and 1 not in (output.shape[1], output.shape[3]):
+            raise self._bad_shape(f"{self.label}'s output {output.describe()} has no axis of "
+                                  "one channel")
+        if self.layout == "seg_sigmoid":
             if len(self.class_names) > 2:
                 self._check_class_count(2, f"its one-channel output {output.describe()} "
                                            "(background and one foreground)")

@@ -88,13 +88,14 @@ class SemanticLike(nn.Module):
 
 
 def export(module, path: Path, size: int = 64, outputs: tuple[str, ...] = ("output0",),
-           seed: int = 0, scale: float = 1.0) -> onnx.ModelProto:
-    """Seeded weights (Conv weights times ``scale``), exported with torch.onnx (opset 17)."""
+           seed: int = 0, scale: float = 1.0, bias: float = 0.5) -> onnx.ModelProto:
+    """Seeded weights (Conv weights times ``scale``, biases of deviation ``bias``), exported
+    with torch.onnx (opset 17)."""
     torch.manual_seed(seed)
     for layer in module.modules():
         if isinstance(layer, nn.Conv2d):
             nn.init.normal_(layer.weight, std=scale / np.sqrt(layer.weight[0].numel()))
-            nn.init.normal_(layer.bias, std=0.5)
+            nn.init.normal_(layer.bias, std=bias)
     module.eval()
     torch.onnx.export(module, (torch.zeros(1, 3, size, size),), str(path), dynamo=False,
                       opset_version=17, input_names=["images"], output_names=list(outputs))
