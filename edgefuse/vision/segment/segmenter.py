@@ -97,6 +97,8 @@ class Segmenter(VisionModel):
             iou=next(v for v in (iou, post.iou, defaults.iou) if v is not None),
             max_det=next(v for v in (max_det, post.max_det, defaults.max_det) if v is not None))
         self.activation = self._activation(activation, post.activation, graph)
+        if self.layout == "seg_sigmoid":
+            semantic.foreground_cut(threshold, self.activation)  # refuses softmax, bad thresholds
         self._check_outputs()
         self._colours: np.ndarray | None = None
 
