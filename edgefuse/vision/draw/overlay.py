@@ -95,7 +95,7 @@ def draw_masks(frame: np.ndarray, masks: Sequence[Any], classes: Sequence[int],
                                       cv2().CHAIN_APPROX_SIMPLE, offset=(item.x, item.y))[0]
         outlines.append((contours, tuple(int(c) for c in colour)))
     for contours, colour in outlines:
-        cv2().drawContours(out, contours, -1, colour, width, cv2().LINE_AA)
+        cv2().drawContours(out, contours, -1, colour, width, cv2().LINE_8)
     return out
 
 
