@@ -76,7 +76,7 @@ def mask_loss(model: InstanceSegmenter, batch: MaskBatch, points: np.ndarray,
     """The module docstring's loss over a batch (mean over assigned anchors)."""
     with torch.no_grad():
         features = model.features(batch.images)
-    coefficients, prototypes = model.masks(features)
+    coefficients, prototypes = model.branch(features)
     _, _, proto_h, proto_w = prototypes.shape
     columns = torch.arange(proto_w, dtype=torch.float32)[None, :]
     rows = torch.arange(proto_h, dtype=torch.float32)[:, None]
@@ -111,15 +111,13 @@ def train_masks(model: InstanceSegmenter, plan: MaskPlan,
     for parameter in model.detector.parameters():
         parameter.requires_grad_(False)
     model.detector.eval()
-    trained = [*model.proto.parameters(), *model.cv4.parameters()]
-    optimizer = torch.optim.Adam(trained, lr=plan.lr)
+    optimizer = torch.optim.Adam(model.branch.parameters(), lr=plan.lr)
     size = shapes.DETECTOR_INPUT
     anchors, strides = make_anchors(
         [torch.zeros(1, 1, size[0] // s, size[1] // s) for s in STRIDES], STRIDES, 0.5)
     points = (anchors * strides).numpy()
     rng = np.random.default_rng(plan.seed)
-    model.proto.train()
-    model.cv4.train()
+    model.branch.train()
     started = time.perf_counter()
     running = []
     for step in range(plan.steps):

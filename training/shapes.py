@@ -33,7 +33,7 @@ from edgefuse.models import shapes
 from edgefuse.models._trained import WEIGHTS_DIR, load_trained
 from edgefuse.models.deeplabv3plus import deeplabv3plus_shapes
 from edgefuse.models.yolov8 import yolov8_shapes
-from edgefuse.models.yolov8_seg import InstanceSegmenter, yolov8_seg_shapes
+from edgefuse.models.yolov8_seg import InstanceSegmenter, trained_yolov8_seg_shapes
 from edgefuse.vision.scenes.shapes import CLASSES, SAMPLE_CLIP, SceneGenerator
 from edgefuse.vision.streams.sinks import write_video
 from training.data import HELD_OUT_START, SCENE_SIZES
@@ -152,8 +152,8 @@ def _instance(args: argparse.Namespace, command: str) -> None:
     model = InstanceSegmenter(detector)
     wall = train_masks(model, plan, lambda line: print(line, flush=True))
     weights = args.out / f"{name}.pt"
-    _save_fp16(model, weights)
-    shipped = load_trained(yolov8_seg_shapes(), weights, f"{command}")
+    _save_fp16(model.branch, weights)
+    shipped = trained_yolov8_seg_shapes(args.out)
     started = time.perf_counter()
     metrics = evaluate_masks(shipped, args.scene_seed, held_out)
     print(f"{name}: {json.dumps(metrics)} (evaluated in {time.perf_counter() - started:.0f}s)")
