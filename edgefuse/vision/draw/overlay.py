@@ -23,6 +23,12 @@ def label_of(names: Sequence[str], class_id: int) -> str:
     return names[class_id] if 0 <= class_id < len(names) else f"class{class_id}"
 
 
+def text_colour(background: Sequence[int]) -> tuple[int, int, int]:
+    """White on dark label backgrounds, black on light ones (BGR luma above 160)."""
+    blue, green, red = (int(c) for c in background)
+    return (0, 0, 0) if 0.114 * blue + 0.587 * green + 0.299 * red > 160 else (255, 255, 255)
+
+
 def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[str],
                     colours: np.ndarray, *, line_width: int | None = None,
                     labels: bool = True) -> np.ndarray:
@@ -42,7 +48,7 @@ def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[s
         above = y1 - text_h - base >= 0
         top = y1 - text_h - base if above else y1
         cv2().rectangle(out, (x1, top), (x1 + text_w, top + text_h + base), colour, -1)
-        cv2().putText(out, text, (x1, top + text_h), 0, font_scale, (255, 255, 255),
+        cv2().putText(out, text, (x1, top + text_h), 0, font_scale, text_colour(colour),
                       max(width - 1, 1), cv2().LINE_AA)
     return out
 

@@ -5,11 +5,12 @@ Why ``distinct`` is the overlays' default: a blend is only readable where the cl
 not look like the object under it. VOC paints class 1 dark red, 2 green, 3 olive, 4 navy,
 the colours of the objects themselves in synthetic scenes (the shapes models' red circles, blue
 squares, ...) and of much of the world's signage, so a red object under a dark-red blend looks
-unpainted. ``distinct`` starts with seven colours at hues between the six primary and secondary
-hues (orange, chartreuse, spring green, azure, violet, rose, peach), each at least 7 degrees
-outside the hue range of every shapes class, then continues with dark and light tones that
-differ in lightness from saturated objects. The outline and the legend (``overlay``) name the
-class in any palette.
+unpainted. ``distinct`` starts with white and six saturated colours at hues between the six
+primary and secondary ones (spring green, orange, violet, azure, chartreuse, rose), so no colour
+is an object's own, and orders them so that each shapes class, counted from 0 (instances) or
+from 1 (class maps with the background at 0), is painted at least 85 degrees of hue away from
+its own objects; then come peach, dark and light tones that differ in lightness from saturated
+objects. The outline and the legend (``overlay``, ``legend``) name the class in any palette.
 
 Why VOC and Cityscapes remain: they are what segmentation users compare against (VainF
 ``voc_cmap``, rknn ``create_pascal_label_colormap`` and OpenVINO's ``pascal_voc_21cl_colors.txt``
@@ -40,10 +41,10 @@ BOXES_HEX = (
     "FF95C8", "FF37C7",
 )
 DISTINCT = (
-    (255, 120, 0), (150, 255, 0), (0, 255, 110), (0, 140, 255), (150, 60, 255), (255, 60, 170),
-    (255, 200, 150), (128, 0, 64), (0, 64, 128), (64, 128, 0), (255, 255, 160), (160, 255, 255),
-    (255, 160, 255), (96, 48, 0), (0, 96, 96), (96, 0, 160), (200, 200, 200), (96, 96, 96),
-    (255, 170, 100), (100, 170, 255),
+    (255, 255, 255), (0, 255, 110), (255, 120, 0), (150, 60, 255), (0, 140, 255), (150, 255, 0),
+    (255, 60, 170), (255, 200, 150), (128, 0, 64), (0, 64, 128), (64, 128, 0), (255, 255, 160),
+    (160, 255, 255), (255, 160, 255), (96, 48, 0), (0, 96, 96), (96, 0, 160), (200, 200, 200),
+    (96, 96, 96), (255, 170, 100), (100, 170, 255),
 )
 NAMES = ("distinct", "voc", "cityscapes", "boxes")
 

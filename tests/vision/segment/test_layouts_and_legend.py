@@ -47,14 +47,24 @@ def test_nhwc_scores_decode_like_the_same_scores_nchw():
     assert nchw.class_map.shape == (50, 100) and len(np.unique(nchw.class_map)) >= 3
 
 
-def test_the_distinct_palette_is_outside_every_shapes_hue():
-    """The shapes models' objects are painted at CLASS_HUES +- HUE_JITTER (OpenCV hue units):
-    no overlay colour of their classes (ids 0..6, a background included) falls in those."""
+def test_the_distinct_palette_does_not_paint_a_shape_in_its_own_colours():
+    """The shapes models' objects are painted at CLASS_HUES +- HUE_JITTER (OpenCV hue units,
+    saturation >= 150): no saturated overlay colour among the first seven falls in those, and
+    each class's own colour, counted from 0 (instances) or from 1 (class maps), is unsaturated or
+    at least 85 degrees of hue away from its objects."""
     colours = palette.palette("distinct", 7)
-    hues = cv2.cvtColor(colours[np.newaxis], cv2.COLOR_RGB2HSV)[0, :, 0].astype(int)
-    for hue in hues:
-        distance = [min(abs(hue - h), 180 - abs(hue - h)) for h in CLASS_HUES]
-        assert min(distance) > HUE_JITTER + 3, (hue, distance)
+    hsv = cv2.cvtColor(colours[np.newaxis], cv2.COLOR_RGB2HSV)[0].astype(int)
+
+    def distance(a: int, b: int) -> int:
+        return min(abs(a - b), 180 - abs(a - b))
+
+    for hue, saturation, _ in hsv:
+        if saturation >= 150:
+            assert min(distance(hue, h) for h in CLASS_HUES) > HUE_JITTER, hue
+    for first in (0, 1):
+        for cls, hue in enumerate(CLASS_HUES):
+            own, saturation, _ = hsv[first + cls]
+            assert saturation < 50 or distance(own, hue) * 2 >= 85, (first, cls)
     assert len({tuple(c) for c in palette.palette("distinct")}) == len(palette.DISTINCT)
 
 
