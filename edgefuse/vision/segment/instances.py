@@ -179,7 +179,9 @@ def _input_masks(protos: np.ndarray, coefs: np.ndarray, boxes: np.ndarray,
     height, width = input_size
     if not count:
         return []
-    logits = (coefs @ protos.reshape(len(protos), -1)).reshape(count, mh, mw)
+    # einsum, not matmul: an [n, 32] x [32, mh*mw] product is too small for BLAS, whose thread
+    # pool costs milliseconds per call when the inference threads hold the cores.
+    logits = np.einsum("nc,chw->nhw", coefs, protos)
     scaled = boxes * np.array([mw / width, mh / height, mw / width, mh / height], np.float32)
     columns, grid_rows = np.arange(mw, dtype=np.float32), np.arange(mh, dtype=np.float32)
     rows_axis, columns_axis = _Axis.of(mh, height), _Axis.of(mw, width)
