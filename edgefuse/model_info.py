@@ -28,12 +28,15 @@ MANIFEST_KEY = "app"
 TASKS = ("detect", "segment", "classify")
 # Detector layouts: edgefuse.vision.detect.recognise tells them apart, decode reads them.
 DETECT_LAYOUTS = ("yolov8", "yolov5", "yolo_head", "yolox", "end2end", "ppyoloe")
-LAYOUTS = (*DETECT_LAYOUTS, "seg_logits", "seg_sigmoid", "seg_argmax", "logits")
+SEGMENT_LAYOUTS = ("seg_logits", "seg_logits_nhwc", "seg_sigmoid", "seg_argmax", "yolov8_seg")
+LAYOUTS = (*DETECT_LAYOUTS, *SEGMENT_LAYOUTS, "logits")
 TASK_OF_LAYOUT = {
     **dict.fromkeys(DETECT_LAYOUTS, "detect"),
-    "seg_logits": "segment", "seg_sigmoid": "segment", "seg_argmax": "segment",
+    **dict.fromkeys(SEGMENT_LAYOUTS, "segment"),
     "logits": "classify",
 }
+# What the graph applied to segmentation scores: probabilities (sigmoid, softmax) or logits.
+ACTIVATIONS = ("sigmoid", "softmax", "none")
 _REF = Ref.BAD_APP_INFO
 
 
@@ -47,7 +50,7 @@ class Postprocess:
     max_det: int | None = None
     background: int | None = None
     strides: tuple[int, ...] | None = None  # yolox / PicoDet heads: the FPN strides
-
+    activation: str | None = None  # segmentation scores: one of ACTIVATIONS; None: from the graph
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "") -> Postprocess:
@@ -55,6 +58,8 @@ class Postprocess:
         rec.check_keys(data, [f.name for f in dataclasses.fields(cls)], where, _REF)
         if data.get("layout") is not None:
             rec.choice(data["layout"], "layout", LAYOUTS, where, _REF)
+        if data.get("activation") is not None:
+            rec.choice(data["activation"], "activation", ACTIVATIONS, where, _REF)
         for key in ("conf", "iou"):
             if data.get(key) is not None:
                 rec.number(data[key], key, where, _REF, low=0, high=1)

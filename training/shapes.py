@@ -2,6 +2,7 @@
 
     python -m training.shapes --task detect  --seed 0 --scene-seed 0 --threads 2
     python -m training.shapes --task segment --seed 0 --scene-seed 0 --threads 2
+    python -m training.shapes --task instance --seed 0 --scene-seed 0 --threads 1
     python -m training.shapes --task clip    --scene-seed 0
 
 ``detect`` and ``segment`` train, evaluate on held-out scenes, and write fp16 weights atomically to
@@ -9,7 +10,8 @@
 ``clip`` writes ``edgefuse/vision/scenes/data/shapes_clip.mp4``. Each task updates its entry of
 ``shapes.json`` next to the weights: seeds, the exact command, steps, batch, threads, held-out
 metrics (measured on the fp16 weights as shipped), wall time, torch version, and the model's
-application info. ``all`` runs detect then segment.
+application info. ``all`` runs detect then segment. ``instance`` trains the mask branch of
+``shapes_yolov8_seg`` on the shipped (frozen) detector (``training.instance_masks``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from edgefuse.models import shapes
 from edgefuse.models._trained import WEIGHTS_DIR, load_trained
 from edgefuse.models.deeplabv3plus import deeplabv3plus_shapes
 from edgefuse.models.yolov8 import yolov8_shapes
+from edgefuse.models.yolov8_seg import InstanceSegmenter, trained_yolov8_seg_shapes
 from edgefuse.vision.scenes.shapes import CLASSES, SAMPLE_CLIP, SceneGenerator
 from edgefuse.vision.streams.sinks import write_video
 from training.data import HELD_OUT_START, SCENE_SIZES
@@ -41,6 +44,7 @@ from training.fit import (
     train_detector,
     train_segmenter,
 )
+from training.instance_masks import MaskPlan, evaluate_masks, train_masks
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP_SIZE, CLIP_FPS, CLIP_FRAMES = (240, 320), 25.0, 150
@@ -49,6 +53,7 @@ CLIP_INDEX = 21  # chosen by eye among clips 0..59 of seed 0: eight objects, fiv
 DEFAULTS = {  # task: (steps, batch, lr, weight decay, held-out scenes)
     "detect": (2400, 16, 2e-3, 5e-4, 200),
     "segment": (1000, 16, 3e-3, 1e-4, 100),
+    "instance": (300, 8, 3e-3, 0.0, 100),
 }
 
 
@@ -63,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     for task in tasks:
         if task == "clip":
             _clip(args, command)
+        elif task == "instance":
+            _instance(args, command)
         else:
             _model(task, args, command)
     return 0
@@ -71,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m training.shapes", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", required=True, choices=("detect", "segment", "all", "clip"))
+    parser.add_argument("--task", required=True, choices=("detect", "segment", "instance", "all",
+                                                               "clip"))
     parser.add_argument("--seed", type=int, default=0, help="training seed (initial weights)")
     parser.add_argument("--scene-seed", type=int, default=0, help="scene generator seed")
     parser.add_argument("--steps", type=int, help="optimiser steps (default per task)")
@@ -122,6 +130,45 @@ def _model(task: str, args: argparse.Namespace, command: str) -> None:
         "weight_decay": plan.weight_decay,
         "threads": args.threads,
         "workers": plan.workers,
+        "wall_time_s": round(wall, 1),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {platform.processor() or 'unknown cpu'}",
+        "metrics": metrics,
+        "app": shapes.app_info(name, CLASSES),
+    }
+    _update_record(args.out / shapes.RECORD_FILE.name,
+                   lambda record: record.setdefault("models", {}).__setitem__(name, entry))
+
+
+def _instance(args: argparse.Namespace, command: str) -> None:
+    steps, batch, lr, _, held_out = DEFAULTS["instance"]
+    plan = MaskPlan(steps=args.steps or steps, batch=args.batch or batch, lr=args.lr or lr,
+                    seed=args.seed, scene_seed=args.scene_seed)
+    held_out = args.held_out or held_out
+    name = shapes.INSTANCE
+    print(f"{name}: {plan}", flush=True)
+    detector = load_trained(yolov8_shapes(), args.out / f"{shapes.DETECTOR}.pt",
+                            "python -m training.shapes --task detect")
+    model = InstanceSegmenter(detector)
+    wall = train_masks(model, plan, lambda line: print(line, flush=True))
+    weights = args.out / f"{name}.pt"
+    _save_fp16(model.branch, weights)
+    shipped = trained_yolov8_seg_shapes(args.out)
+    started = time.perf_counter()
+    metrics = evaluate_masks(shipped, args.scene_seed, held_out)
+    print(f"{name}: {json.dumps(metrics)} (evaluated in {time.perf_counter() - started:.0f}s)")
+    entry = {
+        "file": weights.name,
+        "bytes": weights.stat().st_size,
+        "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+        "command": command,
+        "detector": f"{shapes.DETECTOR}.pt (frozen)",
+        "training_seed": plan.seed,
+        "scene_seed": plan.scene_seed,
+        "steps": plan.steps,
+        "batch": plan.batch,
+        "lr": plan.lr,
+        "threads": args.threads,
         "wall_time_s": round(wall, 1),
         "torch": torch.__version__,
         "machine": f"{platform.machine()}, {platform.processor() or 'unknown cpu'}",

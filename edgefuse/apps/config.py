@@ -19,7 +19,7 @@ from typing import Any
 
 from edgefuse import _records as rec
 from edgefuse.errors import Ref
-from edgefuse.model_info import DETECT_LAYOUTS, check_strides
+from edgefuse.model_info import ACTIVATIONS, LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
 
@@ -65,10 +65,17 @@ class DetectionConfig(AppConfig):
 
 @dataclasses.dataclass(frozen=True)
 class SegmentationConfig(AppConfig):
-    palette: str | tuple[Any, ...] = "voc"
+    layout: str | None = None
+    activation: str | None = None
+    palette: str | tuple[Any, ...] = "distinct"
     alpha: float = 0.5
+    legend: bool = True
     background: int | None = None
     threshold: float = 0.5
+    conf: float | None = None
+    iou: float | None = None
+    max_det: int | None = None
+    mask_format: str = "polygon"
 
 
 # ---- value checks ------------------------------------------------------------------------------
@@ -136,10 +143,6 @@ def _classes(value: Any, key: str, where: str) -> tuple[int | str, ...]:
     return tuple(out)
 
 
-def _detect_layout(value: Any, key: str, where: str) -> str:
-    return rec.choice(value, key, DETECT_LAYOUTS, where, _REF)
-
-
 def _strides(value: Any, key: str, where: str) -> tuple[int, ...]:
     if isinstance(value, str):
         value = [int(v) if v.strip().isdigit() else v for v in value.split(",")]
@@ -170,6 +173,10 @@ def _record(kind: type) -> Callable[[Any, str, str], Any]:
             raise rec.bad(f"'{key}.fourcc' must be four characters such as MJPG", where, _REF)
         return kind(**merged)
     return check
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
+    return lambda value, key, where: rec.choice(value, key, choices, where, _REF)
 
 
 def _palette(value: Any, key: str, where: str) -> str | tuple[Any, ...]:
@@ -207,12 +214,15 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "classes": _optional(_classes),
     "agnostic_nms": _optional(_boolean),
     "line_width": _optional(_int(1)),
-    "layout": _optional(_detect_layout),
     "strides": _optional(_strides),
     "palette": _palette,
     "alpha": _fraction,
+    "legend": _boolean,
+    "layout": _optional(_one_of(LAYOUTS)),
+    "activation": _optional(_one_of(ACTIVATIONS)),
     "background": _optional(_int(0)),
     "threshold": _fraction,
+    "mask_format": _one_of(("polygon", "rle")),
 }
 
 

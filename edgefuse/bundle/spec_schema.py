@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgefuse.model_info import LAYOUTS
+from edgefuse.model_info import ACTIVATIONS, LAYOUTS
 
 API_VERSION = "edgefuse/v1"
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -119,6 +119,7 @@ _POSTPROCESS = _object({
     "background": {"type": "integer", "minimum": 0, "examples": [0]},
     "strides": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1,
                 "examples": [[8, 16, 32]]},
+    "activation": {"enum": list(ACTIVATIONS), "examples": ["sigmoid"]},
 })
 
 _MODEL = _object({

@@ -34,6 +34,7 @@ SEGMENTER_ASPP_CHANNELS, SEGMENTER_PROJECT_CHANNELS = 64, 16
 
 RECORD_FILE = WEIGHTS_DIR / "shapes.json"
 DETECTOR, SEGMENTER = "shapes_yolov8", "shapes_deeplabv3plus"
+INSTANCE = "shapes_yolov8_seg"  # the detector with YOLOv8-seg's mask branch (yolov8_seg.py)
 
 
 
@@ -78,6 +79,13 @@ def app_info(name: str, classes: list[str] | tuple[str, ...]) -> dict[str, Any]:
             "preprocess": detector_preprocess(),
             "postprocess": {"layout": "yolov8", "conf": 0.25, "iou": 0.45, "max_det": 300},
         }
+    if name == INSTANCE:
+        return {
+            "task": "segment",
+            "classes": list(classes),
+            "preprocess": detector_preprocess(),
+            "postprocess": {"layout": "yolov8_seg", "conf": 0.25, "iou": 0.45, "max_det": 300},
+        }
     if name == SEGMENTER:
         return {
             "task": "segment",
@@ -107,7 +115,7 @@ def recorded_app_info(name: str) -> dict[str, Any]:
         raise ModelLoadError(
             f"the training record '{RECORD_FILE}' has no entry for '{name}'",
             hint=f"train it: python -m training.shapes --task "
-            f"{'detect' if name == DETECTOR else 'segment'}",
+            f"{ {DETECTOR: 'detect', INSTANCE: 'instance'}.get(name, 'segment')}",
             reference=Ref.MISSING_TRAINED_WEIGHTS,
         )
     return models[name]["app"]
@@ -116,6 +124,11 @@ def recorded_app_info(name: str) -> dict[str, Any]:
 def detector_app_info() -> dict[str, Any]:
     """Application info of ``shapes_yolov8`` (contracts: task, classes, pre/postprocess)."""
     return recorded_app_info(DETECTOR)
+
+
+def instance_app_info() -> dict[str, Any]:
+    """Application info of ``shapes_yolov8_seg`` (layout ``yolov8_seg``, the detector's input)."""
+    return recorded_app_info(INSTANCE)
 
 
 def segmenter_app_info() -> dict[str, Any]:

@@ -11,6 +11,7 @@ frame with the background's black).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,12 @@ from edgefuse.metrics.detect import Detections
 
 def label_of(names: Sequence[str], class_id: int) -> str:
     return names[class_id] if 0 <= class_id < len(names) else f"class{class_id}"
+
+
+def text_colour(background: Sequence[int]) -> tuple[int, int, int]:
+    """White on dark label backgrounds, black on light ones (BGR luma above 160)."""
+    blue, green, red = (int(c) for c in background)
+    return (0, 0, 0) if 0.114 * blue + 0.587 * green + 0.299 * red > 160 else (255, 255, 255)
 
 
 def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[str],
@@ -41,7 +48,7 @@ def draw_detections(frame: np.ndarray, detections: Detections, names: Sequence[s
         above = y1 - text_h - base >= 0
         top = y1 - text_h - base if above else y1
         cv2().rectangle(out, (x1, top), (x1 + text_w, top + text_h + base), colour, -1)
-        cv2().putText(out, text, (x1, top + text_h), 0, font_scale, (255, 255, 255),
+        cv2().putText(out, text, (x1, top + text_h), 0, font_scale, text_colour(colour),
                       max(width - 1, 1), cv2().LINE_AA)
     return out
 
@@ -65,6 +72,36 @@ def overlay(frame: np.ndarray, class_map: np.ndarray, colours: np.ndarray, *,
         if background is not None:
             border &= class_map != background
         out[border] = 255 - coloured[border]
+    return out
+
+
+def draw_masks(frame: np.ndarray, masks: Sequence[Any], classes: Sequence[int],
+               colours: np.ndarray, *, alpha: float = 0.5) -> np.ndarray:
+    """A copy of ``frame`` with instance masks filled in their class colour and outlined.
+
+    ``masks[i]`` has ``x``, ``y`` (its top-left pixel in the frame) and ``mask`` (bool);
+    ``classes[i]`` picks its colour (BGR [N, 3]). Masks are blended in reverse order, so the
+    first (the best-scored) lies on top where instances overlap, then every outline is drawn at
+    full strength in its class colour, so touching instances of one class stay apart.
+    """
+    out = frame.copy()
+    width = max(round(sum(frame.shape[:2]) / 2 * 0.003), 1)
+    outlines = []
+    for item, class_id in reversed(list(zip(masks, classes, strict=True))):
+        if not item.mask.any():
+            continue
+        colour = colours[int(class_id) % len(colours)]
+        height, span = item.mask.shape
+        region = out[item.y:item.y + height, item.x:item.x + span]
+        solid = np.empty_like(region)
+        solid[:] = colour
+        blended = cv2().addWeighted(region, 1.0 - alpha, solid, alpha, 0.0)
+        np.copyto(region, blended, where=item.mask[..., np.newaxis])
+        contours = cv2().findContours(item.mask.astype(np.uint8), cv2().RETR_EXTERNAL,
+                                      cv2().CHAIN_APPROX_SIMPLE, offset=(item.x, item.y))[0]
+        outlines.append((contours, tuple(int(c) for c in colour)))
+    for contours, colour in outlines:
+        cv2().drawContours(out, contours, -1, colour, width, cv2().LINE_8)
     return out
 
 

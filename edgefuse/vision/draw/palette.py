@@ -1,8 +1,20 @@
-"""Class colours: Pascal VOC's bit-interleaved colour map, Cityscapes' 19 train ids, or a list.
+"""Class colours: a distinct overlay palette, Pascal VOC's bit-interleaved colour map, Cityscapes'
+19 train ids, or a list.
 
-Why these two: they are what segmentation users compare against (VainF ``voc_cmap``, rknn
-``create_pascal_label_colormap`` and OpenVINO's ``pascal_voc_21cl_colors.txt`` agree: 0 black,
-1 (128, 0, 0), 2 (0, 128, 0), 3 (128, 128, 0), 4 (0, 0, 128), ...; Cityscapes' road
+Why ``distinct`` is the overlays' default: a blend is only readable where the class colour does
+not look like the object under it. VOC paints class 1 dark red, 2 green, 3 olive, 4 navy,
+the colours of the objects themselves in synthetic scenes (the shapes models' red circles, blue
+squares, ...) and of much of the world's signage, so a red object under a dark-red blend looks
+unpainted. ``distinct`` starts with white and six saturated colours at hues between the six
+primary and secondary ones (spring green, orange, violet, azure, chartreuse, rose), so no colour
+is an object's own, and orders them so that each shapes class, counted from 0 (instances) or
+from 1 (class maps with the background at 0), is painted at least 85 degrees of hue away from
+its own objects; then come peach, dark and light tones that differ in lightness from saturated
+objects. The outline and the legend (``overlay``, ``legend``) name the class in any palette.
+
+Why VOC and Cityscapes remain: they are what segmentation users compare against (VainF
+``voc_cmap``, rknn ``create_pascal_label_colormap`` and OpenVINO's ``pascal_voc_21cl_colors.txt``
+agree: 0 black, 1 (128, 0, 0), 2 (0, 128, 0), 3 (128, 128, 0), 4 (0, 0, 128), ...; Cityscapes' road
 (128, 64, 128) ... bicycle (119, 11, 32)). Detection boxes use Ultralytics' 20-colour cycle so
 screenshots look the same. Palettes are RGB uint8 [N, 3]; ``bgr`` converts for OpenCV drawing.
 """
@@ -28,7 +40,13 @@ BOXES_HEX = (
     "00D4BB", "2C99A8", "00C2FF", "344593", "6473FF", "0018EC", "8438FF", "520085", "CB38FF",
     "FF95C8", "FF37C7",
 )
-NAMES = ("voc", "cityscapes", "boxes")
+DISTINCT = (
+    (255, 255, 255), (0, 255, 110), (255, 120, 0), (150, 60, 255), (0, 140, 255), (150, 255, 0),
+    (255, 60, 170), (255, 200, 150), (128, 0, 64), (0, 64, 128), (64, 128, 0), (255, 255, 160),
+    (160, 255, 255), (255, 160, 255), (96, 48, 0), (0, 96, 96), (96, 0, 160), (200, 200, 200),
+    (96, 96, 96), (255, 170, 100), (100, 170, 255),
+)
+NAMES = ("distinct", "voc", "cityscapes", "boxes")
 
 
 def voc(count: int = 256) -> np.ndarray:
@@ -45,12 +63,16 @@ def cityscapes() -> np.ndarray:
     return np.array(CITYSCAPES, dtype=np.uint8)
 
 
+def distinct() -> np.ndarray:
+    return np.array(DISTINCT, dtype=np.uint8)
+
+
 def boxes() -> np.ndarray:
     return np.array([[int(h[i:i + 2], 16) for i in (0, 2, 4)] for h in BOXES_HEX], np.uint8)
 
 
 def palette(spec: str | Sequence[Any], count: int | None = None) -> np.ndarray:
-    """A palette by name (``voc``, ``cityscapes``, ``boxes``) or from a list of colours.
+    """A palette by name (``distinct``, ``voc``, ``cityscapes``, ``boxes``) or from a list.
 
     Colours in a list are [r, g, b] or "#rrggbb". With ``count``, the palette is cycled (or cut)
     to exactly ``count`` colours, so every class id has one.
@@ -61,7 +83,7 @@ def palette(spec: str | Sequence[Any], count: int | None = None) -> np.ndarray:
                              hint=f"one of {', '.join(NAMES)}, or a list of [r, g, b] colours",
                              reference=Ref.BAD_PALETTE)
         colours = {"voc": lambda: voc(max(count or 256, 1)), "cityscapes": cityscapes,
-                   "boxes": boxes}[spec]()
+                   "boxes": boxes, "distinct": distinct}[spec]()
     else:
         colours = np.array([_colour(c) for c in spec], dtype=np.uint8).reshape(-1, 3)
         if len(colours) == 0:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse._cv import cv2
-from edgefuse._files import check_output_path
+from edgefuse._files import FILE_MODE, check_output_path, umask
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.streams.frames import FrameResult
 
@@ -85,7 +85,11 @@ def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
 
 
 class _Staged:
-    """A file written under a temporary name next to ``path`` and renamed on ``commit``."""
+    """A file written under a temporary name next to ``path`` and renamed on ``commit``.
+
+    ``mkstemp`` creates the temporary file 0600; ``commit`` gives it the mode a plain ``open``
+    would have (0666 less the umask), so outputs are shared as every other tool's are.
+    """
 
     def __init__(self, path: str | os.PathLike[str], suffix: str) -> None:
         self.path = Path(path)
@@ -95,6 +99,7 @@ class _Staged:
         self.tmp = Path(name)
 
     def commit(self) -> None:
+        os.chmod(self.tmp, FILE_MODE & ~umask())
         os.replace(self.tmp, self.path)
 
     def discard(self) -> None:

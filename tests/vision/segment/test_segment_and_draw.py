@@ -9,7 +9,7 @@ from edgefuse.errors import InputError
 from edgefuse.metrics.detect import Detections
 from edgefuse.preprocess import letterbox
 from edgefuse.vision.draw import palette
-from edgefuse.vision.draw.overlay import draw_detections, overlay
+from edgefuse.vision.draw.overlay import draw_detections, overlay, text_colour
 from edgefuse.vision.segment.decode import decode
 from tests.needs import optional
 
@@ -108,3 +108,5 @@ def test_boxes_are_drawn_in_their_class_colour_on_a_copy():
     assert frame.sum() == 0
     labelled = draw_detections(frame, detections, ["a", "b"], colours, line_width=1)
     assert (labelled[:20] != 0).any()  # the label sits above the box
+    assert text_colour((255, 255, 255)) == (0, 0, 0) and text_colour((0, 255, 255)) == (0, 0, 0)
+    assert text_colour((255, 0, 0)) == (255, 255, 255)  # BGR blue: white text

@@ -1,0 +1,254 @@
+"""YOLOv8-seg outputs to instance masks in frame pixels, decoded as Ultralytics decodes them.
+
+The layout ``yolov8_seg`` (Ultralytics v8/v9/v11 ``-seg`` exports): ``output0 [1, 4+C+M, N]``
+(cx, cy, w, h in input pixels, C class scores, M mask coefficients) and ``output1 [1, M, mh, mw]``
+prototypes, M = 32 and mh x mw = a quarter of the input in Ultralytics' models.
+
+What Ultralytics does (``ultralytics/utils/ops.py``, ``non_max_suppression`` and
+``process_mask``, as ``SegmentationPredictor.postprocess`` calls them with the default
+``retina_masks=False``), and so this module:
+
+1. candidates: the best of the C class scores strictly above ``conf`` (no objectness); boxes
+   xywh -> xyxy; the M coefficients ride along; at most ``max_nms`` best candidates enter
+   class-aware NMS (IoU strictly above ``iou`` suppresses), the best ``max_det`` are kept;
+2. ``masks = coefficients @ prototypes`` ([n, mh, mw], logits);
+3. ``crop_mask``: each mask is zeroed outside its box scaled to the prototype grid
+   (``x1 * mw / iw`` ...), keeping prototype pixels with ``x1 <= col < x2`` and
+   ``y1 <= row < y2``;
+4. upsampled to the input size with ``F.interpolate(mode="bilinear", align_corners=False)``;
+5. ``gt_(0.0)``: foreground where the logit is above 0, i.e. where sigmoid(logit) > 0.5;
+6. the boxes go back to the frame with ``scale_boxes``; the masks, still at input size, are cut
+   to the letterboxed frame and resized to it (``scale_image``, here nearest as for class maps);
+   the polygon of each mask is ``masks2segments(strategy="largest")`` (the outer contour with
+   the most points, ``cv2.findContours(RETR_EXTERNAL, CHAIN_APPROX_SIMPLE)``) on the input-size
+   mask, mapped back with ``scale_coords`` (the result's ``masks.xy``).
+
+Steps 4-5 are computed only where a mask can be non-zero: the input pixels whose two bilinear
+neighbours on the prototype grid touch the cropped box, exactly as the full upsample computes
+them there (same indices, weights and float32 arithmetic), so a frame with 100 instances costs
+100 box-sized interpolations instead of 100 input-sized ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from edgefuse._cv import cv2
+from edgefuse.errors import InputError, Ref
+from edgefuse.metrics.detect import Detections
+from edgefuse.nms import nms
+from edgefuse.preprocess import Geometry
+from edgefuse.vision.detect.decode import DetectOptions
+
+LAYOUT = "yolov8_seg"
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceMask:
+    """One instance's mask: ``mask`` bool [h, w] whose top-left pixel is (x, y) of its image."""
+
+    x: int
+    y: int
+    mask: np.ndarray
+
+    @property
+    def area(self) -> int:
+        return int(np.count_nonzero(self.mask))
+
+    def paste(self, size: tuple[int, int]) -> np.ndarray:
+        """The mask in a bool image of ``size`` (height, width)."""
+        full = np.zeros(size, bool)
+        height, width = self.mask.shape
+        full[self.y:self.y + height, self.x:self.x + width] = self.mask
+        return full
+
+
+@dataclasses.dataclass
+class Instances:
+    """A frame's instances: boxes, scores and classes, and per instance a mask and a polygon,
+    all in frame pixels (``polygons[i]`` float32 [P, 2] x, y; empty when the mask is)."""
+
+    detections: Detections
+    masks: list[InstanceMask]
+    polygons: list[np.ndarray]
+    frame_size: tuple[int, int]
+    num_classes: int
+
+    def __len__(self) -> int:
+        return len(self.masks)
+
+    def class_counts(self) -> np.ndarray:
+        """Instances per class id, [num_classes]."""
+        return np.bincount(self.detections.classes.astype(np.int64),
+                           minlength=self.num_classes)[:self.num_classes]
+
+
+def split_outputs(outputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(predictions [4+C+M, N], prototypes [M, mh, mw]) among a YOLOv8-seg model's outputs."""
+    predictions = [a for a in outputs.values() if a.ndim == 3]
+    prototypes = [a for a in outputs.values() if a.ndim == 4]
+    if len(predictions) != 1 or len(prototypes) != 1 or predictions[0].shape[0] != 1 or (
+            prototypes[0].shape[0] != 1):
+        raise InputError(
+            "a yolov8_seg model has two outputs: predictions [1, 4+C+M, N] and prototypes "
+            "[1, M, mh, mw]",
+            context="outputs: " + ", ".join(f"{n} {list(a.shape)}" for n, a in outputs.items()),
+            reference=Ref.BAD_LAYOUT)
+    rows, protos = predictions[0][0], prototypes[0][0]
+    if rows.shape[0] <= 4 + protos.shape[0]:
+        raise InputError(
+            f"the predictions {list(predictions[0].shape)} have no room for 4 box values, the "
+            f"classes and {protos.shape[0]} mask coefficients (the prototypes' channels)",
+            reference=Ref.BAD_LAYOUT)
+    return rows.astype(np.float32, copy=False), protos.astype(np.float32, copy=False)
+
+
+def decode(outputs: Mapping[str, np.ndarray], geometry: Geometry,
+           options: DetectOptions | None = None) -> Instances:
+    """The model's two outputs -> instances in frame pixels (the module docstring's steps)."""
+    options = options or DetectOptions()
+    rows, protos = split_outputs(outputs)
+    coefficients = protos.shape[0]
+    num_classes = rows.shape[0] - 4 - coefficients
+    boxes, scores, classes, coefs = _candidates(rows, num_classes, options)
+    input_masks = _input_masks(protos, coefs, boxes, geometry.dst_size)
+    to_frame = _FrameLookup(geometry)
+    polygons = [_polygon(mask, geometry) for mask in input_masks]
+    detections = Detections(geometry.to_frame(boxes), scores.astype(np.float32),
+                            classes.astype(np.int64))
+    return Instances(detections, [to_frame(mask) for mask in input_masks], polygons,
+                     geometry.src_size, num_classes)
+
+
+def _candidates(rows: np.ndarray, num_classes: int, options: DetectOptions
+                ) -> tuple[np.ndarray, ...]:
+    """Step 1: (xyxy boxes, scores, classes, coefficients [n, M]) after NMS, best first."""
+    class_scores = rows[4:4 + num_classes]
+    best = class_scores.max(axis=0)
+    picked = np.flatnonzero(best > options.conf)
+    chosen = rows[:, picked]
+    classes = chosen[4:4 + num_classes].argmax(axis=0)
+    scores = best[picked]
+    if options.classes is not None:
+        wanted = np.isin(classes, options.classes)
+        chosen, classes, scores = chosen[:, wanted], classes[wanted], scores[wanted]
+    if len(scores) > options.max_nms:
+        top = np.argsort(-scores, kind="stable")[:options.max_nms]
+        chosen, classes, scores = chosen[:, top], classes[top], scores[top]
+    half = chosen[2:4] / 2
+    boxes = np.concatenate([chosen[:2] - half, chosen[:2] + half]).T.astype(np.float32)
+    kept = nms(boxes, scores, options.iou, None if options.agnostic else classes,
+               max_det=options.max_det)
+    coefs = np.ascontiguousarray(chosen[4 + num_classes:, kept].T)
+    return boxes[kept], scores[kept], classes[kept], coefs
+
+
+@dataclasses.dataclass(frozen=True)
+class _Axis:
+    """Bilinear sampling of one axis, ``align_corners=False``, as PyTorch computes it: source
+    ``max(scale * (dst + 0.5) - 0.5, 0)`` with ``scale = in / out`` in float32, lower index
+    ``floor``, upper index the next one unless at the edge, weight of the upper one
+    ``src - lower``."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    weight: np.ndarray
+
+    @classmethod
+    def of(cls, size_in: int, size_out: int) -> _Axis:
+        scale = np.float32(size_in / size_out)
+        source = np.maximum(scale * (np.arange(size_out, dtype=np.float32) + np.float32(0.5))
+                            - np.float32(0.5), np.float32(0))
+        lower = source.astype(np.int64)
+        upper = lower + (lower < size_in - 1)
+        return cls(lower, upper, (source - lower).astype(np.float32))
+
+    def reach(self, first: int, stop: int) -> slice:
+        """Output positions whose lower or upper neighbour lies in ``[first, stop)``."""
+        return slice(int(np.searchsorted(self.upper, first, "left")),
+                     int(np.searchsorted(self.lower, stop - 1, "right")))
+
+
+def _input_masks(protos: np.ndarray, coefs: np.ndarray, boxes: np.ndarray,
+                 input_size: tuple[int, int]) -> list[InstanceMask]:
+    """Steps 2-5: each instance's mask at input size, as a crop of where it can be non-zero."""
+    count, (mh, mw) = len(coefs), protos.shape[1:]
+    height, width = input_size
+    if not count:
+        return []
+    # einsum, not matmul: an [n, 32] x [32, mh*mw] product is too small for BLAS, whose thread
+    # pool costs milliseconds per call when the inference threads hold the cores.
+    logits = np.einsum("nc,chw->nhw", coefs, protos)
+    scaled = boxes * np.array([mw / width, mh / height, mw / width, mh / height], np.float32)
+    columns, grid_rows = np.arange(mw, dtype=np.float32), np.arange(mh, dtype=np.float32)
+    rows_axis, columns_axis = _Axis.of(mh, height), _Axis.of(mw, width)
+    masks = []
+    for logit, (x1, y1, x2, y2) in zip(logits, scaled, strict=True):
+        kept_columns = np.flatnonzero((columns >= x1) & (columns < x2))
+        kept_rows = np.flatnonzero((grid_rows >= y1) & (grid_rows < y2))
+        if not len(kept_columns) or not len(kept_rows):
+            masks.append(InstanceMask(0, 0, np.zeros((0, 0), bool)))
+            continue
+        cropped = np.zeros_like(logit)
+        window = (slice(kept_rows[0], kept_rows[-1] + 1),
+                  slice(kept_columns[0], kept_columns[-1] + 1))
+        cropped[window] = logit[window]
+        ys = rows_axis.reach(kept_rows[0], kept_rows[-1] + 1)
+        xs = columns_axis.reach(kept_columns[0], kept_columns[-1] + 1)
+        masks.append(InstanceMask(xs.start, ys.start,
+                                  _bilinear(cropped, rows_axis, columns_axis, ys, xs) > 0))
+    return masks
+
+
+def _bilinear(grid: np.ndarray, rows: _Axis, columns: _Axis, ys: slice, xs: slice) -> np.ndarray:
+    """The bilinear upsample of ``grid`` at output rows ``ys`` and columns ``xs`` (float32)."""
+    top, bottom = grid[rows.lower[ys]], grid[rows.upper[ys]]
+    left, right = columns.lower[xs], columns.upper[xs]
+    right_weight = columns.weight[xs]
+    left_weight = np.float32(1) - right_weight
+    upper_weight = rows.weight[ys][:, None]
+    lower_weight = np.float32(1) - upper_weight
+    return (lower_weight * (left_weight * top[:, left] + right_weight * top[:, right])
+            + upper_weight * (left_weight * bottom[:, left] + right_weight * bottom[:, right]))
+
+
+class _FrameLookup:
+    """Input-size masks -> frame-size masks, pixel for pixel as ``Geometry.mask_to_frame`` maps a
+    whole class map (the padding cut, then OpenCV's nearest: source ``floor(dst * src / dst)``)."""
+
+    def __init__(self, geometry: Geometry) -> None:
+        rows, columns = geometry.content_slices()
+        content_h, content_w = geometry.content_size
+        height, width = geometry.src_size
+        self.rows = rows.start + _nearest(content_h, height)
+        self.columns = columns.start + _nearest(content_w, width)
+
+    def __call__(self, crop: InstanceMask) -> InstanceMask:
+        height, width = crop.mask.shape
+        ys = slice(int(np.searchsorted(self.rows, crop.y)),
+                   int(np.searchsorted(self.rows, crop.y + height)))
+        xs = slice(int(np.searchsorted(self.columns, crop.x)),
+                   int(np.searchsorted(self.columns, crop.x + width)))
+        mask = crop.mask[np.ix_(self.rows[ys] - crop.y, self.columns[xs] - crop.x)]
+        return InstanceMask(xs.start, ys.start, mask)
+
+
+def _nearest(size_in: int, size_out: int) -> np.ndarray:
+    if size_in == size_out:
+        return np.arange(size_out)
+    return np.minimum(np.floor(np.arange(size_out) * (size_in / size_out)).astype(np.int64),
+                      size_in - 1)
+
+
+def _polygon(crop: InstanceMask, geometry: Geometry) -> np.ndarray:
+    """Ultralytics' ``masks2segments(strategy="largest")`` then ``scale_coords``, float32 [P, 2]."""
+    if not crop.mask.any():
+        return np.zeros((0, 2), np.float32)
+    contours = cv2().findContours(crop.mask.astype(np.uint8), cv2().RETR_EXTERNAL,
+                                  cv2().CHAIN_APPROX_SIMPLE)[0]
+    largest = np.array(contours[int(np.argmax([len(c) for c in contours]))]).reshape(-1, 2)
+    points = largest.astype(np.float32) + np.array([crop.x, crop.y], np.float32)
+    return geometry.to_frame(np.concatenate([points, points], axis=1))[:, :2]
