@@ -151,6 +151,12 @@ class PipelineStats:
         with self._lock:
             self._counters[event] = self._counters.get(event, 0) + amount
 
+    @property
+    def frames_done(self) -> int:
+        """Frames through the whole pipeline so far (cheap: for health checks)."""
+        with self._lock:
+            return self._frames
+
     def counter(self, event: str) -> int:
         with self._lock:
             return self._counters.get(event, 0)
