@@ -150,8 +150,11 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
             print(f"wrote {len(sink.segments)} video segment(s): {sink.segments[0]} .. "
                   f"{sink.segments[-1]}")
     if summary.reason != "end":
-        dropped = " (the frames in flight were dropped)" if summary.aborted else ""
-        print(f"stopped: {summary.reason.replace('_', ' ')}{dropped}")
+        capture = summary.stats.totals.get("capture")
+        read = capture.count if capture is not None else 0
+        ending = ("the frames in flight were dropped" if summary.aborted
+                  else "every one finished")
+        print(f"stopped: {summary.reason.replace('_', ' ')} after {read} frames read, {ending}")
     return EXIT_CODES.get(summary.reason, 0)
 
 
