@@ -100,9 +100,11 @@ def no_temporaries(folder: Path) -> bool:
     return not [p.name for p in folder.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize(("signal_number", "reason", "exit_code"), [
+    (signal.SIGTERM, "terminated", 0), (signal.SIGHUP, "hangup", 0),
+    (signal.SIGINT, "interrupted", 130)])
 def test_a_stop_signal_finishes_the_frames_in_flight_and_commits_every_output(
-        tmp_path, detector_onnx, signal_number):
+        tmp_path, detector_onnx, signal_number, reason, exit_code):
     write_clip(tmp_path / "clip.mp4", frames=3000)
     out, log = tmp_path / "out.mp4", tmp_path / "out.jsonl"
     app = App(["--model", str(detector_onnx), "--source", str(tmp_path / "clip.mp4"),
@@ -113,8 +115,7 @@ def test_a_stop_signal_finishes_the_frames_in_flight_and_commits_every_output(
         code, stdout = app.finish()
     finally:
         app.kill()
-    assert code == 0, "".join(app.stderr)
-    reason = "terminated" if signal_number == signal.SIGTERM else "hangup"
+    assert code == exit_code, "".join(app.stderr)
     match = re.search(rf"stopped: {reason} after (\d+) frames read, every one finished", stdout)
     assert match, stdout
     read = int(match.group(1))
