@@ -102,9 +102,9 @@ def measure(server: MjpegServer, task, in_flight: int | None, warmup_s: float,
     values = np.array(latencies) * 1e3
     p50 = float(np.percentile(values, 50))
     return {"latency_p50_ms": p50, "latency_p95_ms": float(np.percentile(values, 95)),
-            "latency_over_infer": p50 / infer.p50_ms,
+            "latency_over_infer": p50 / float(infer.p50_ms),
             "fps": len(latencies) / elapsed, "frames": len(latencies),
-            "in_flight_at_end": limit, "infer_in_pipeline_p50_ms": infer.p50_ms}
+            "in_flight_at_end": limit, "infer_in_pipeline_p50_ms": float(infer.p50_ms)}
 
 
 def run_case(name: str, task, infer_ms: float, server: MjpegServer, args) -> dict:
@@ -121,8 +121,8 @@ def run_case(name: str, task, infer_ms: float, server: MjpegServer, args) -> dic
     gate = {"latency_ratio": default["latency_over_infer"],
             "throughput_ratio": default["fps"] / rows[lowest]["fps"],
             "lowest_latency_setting": lowest}
-    gate["pass"] = (gate["latency_ratio"] <= GATES["latency_ratio"]
-                    and gate["throughput_ratio"] >= GATES["throughput_ratio"])
+    gate["pass"] = bool(gate["latency_ratio"] <= GATES["latency_ratio"]
+                        and gate["throughput_ratio"] >= GATES["throughput_ratio"])
     return {"case": name, "inference_p50_ms": infer_ms, "settings": rows, "runs": runs,
             "gate": gate}
 
