@@ -78,13 +78,14 @@ class InFlight:
         if now < self._next_tune:
             return
         self._next_tune = now + RETUNE_S
-        window = self._stats.snapshot().stages
-        if any(name not in window or window[name].count < MIN_SAMPLES for name in PATH_STAGES):
+        window = self._stats.recent_p50_ms(PATH_STAGES)
+        if any(name not in window or window[name][1] < MIN_SAMPLES for name in PATH_STAGES):
             return
-        limit = frames_in_flight({name: window[name].p50_ms for name in PATH_STAGES})
+        stage_ms = {name: window[name][0] for name in PATH_STAGES}
+        limit = frames_in_flight(stage_ms)
         if limit != self.limit:
             log.info("frames in flight: %d -> %d (stage p50 ms: %s)", self.limit, limit,
-                     ", ".join(f"{n} {window[n].p50_ms:.1f}" for n in PATH_STAGES))
+                     ", ".join(f"{name} {ms:.1f}" for name, ms in stage_ms.items()))
             with self._changed:
                 self.limit = limit
                 self._changed.notify_all()
