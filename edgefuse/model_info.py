@@ -26,9 +26,11 @@ from edgefuse.preprocess import Preprocess
 METADATA_KEY = "edgefuse.app"
 MANIFEST_KEY = "app"
 TASKS = ("detect", "segment", "classify")
-LAYOUTS = ("yolov8", "yolov5", "yolo_head", "seg_logits", "seg_sigmoid", "seg_argmax", "logits")
+# Detector layouts: edgefuse.vision.detect.recognise tells them apart, decode reads them.
+DETECT_LAYOUTS = ("yolov8", "yolov5", "yolo_head", "yolox", "end2end", "ppyoloe")
+LAYOUTS = (*DETECT_LAYOUTS, "seg_logits", "seg_sigmoid", "seg_argmax", "logits")
 TASK_OF_LAYOUT = {
-    "yolov8": "detect", "yolov5": "detect", "yolo_head": "detect",
+    **dict.fromkeys(DETECT_LAYOUTS, "detect"),
     "seg_logits": "segment", "seg_sigmoid": "segment", "seg_argmax": "segment",
     "logits": "classify",
 }
@@ -44,6 +46,8 @@ class Postprocess:
     iou: float | None = None
     max_det: int | None = None
     background: int | None = None
+    strides: tuple[int, ...] | None = None  # yolox / PicoDet heads: the FPN strides
+
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "") -> Postprocess:
@@ -57,7 +61,23 @@ class Postprocess:
         for key, low in (("max_det", 1), ("background", 0)):
             if data.get(key) is not None:
                 rec.number(data[key], key, where, _REF, low=low, integer=True)
-        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+        values = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
+        if values["strides"] is not None:
+            values["strides"] = check_strides(values["strides"], "strides", where, _REF)
+        return cls(**values)
+
+
+def check_strides(value: Any, key: str, where: str, reference: Ref) -> tuple[int, ...]:
+    """FPN strides: a non-empty list of distinct positive integers, ascending (8, 16, 32)."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise rec.bad(f"'{key}' must be a list of strides such as [8, 16, 32], got {value!r}",
+                      where, reference)
+    strides = tuple(int(rec.number(v, key, where, reference, low=1, integer=True))
+                    for v in value)
+    if list(strides) != sorted(set(strides)):
+        raise rec.bad(f"'{key}' must be ascending and distinct, got {list(strides)}", where,
+                      reference, hint="YOLOX uses [8, 16, 32] (P6 models [8, 16, 32, 64])")
+    return strides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +108,8 @@ class AppInfo:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        post = {k: v for k, v in dataclasses.asdict(self.postprocess).items() if v is not None}
+        post = {k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(self.postprocess).items() if v is not None}
         data: dict[str, Any] = {"task": self.task, "classes": list(self.classes)}
         if self.preprocess is not None:
             data["preprocess"] = self.preprocess.to_dict()

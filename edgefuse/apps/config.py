@@ -19,6 +19,7 @@ from typing import Any
 
 from edgefuse import _records as rec
 from edgefuse.errors import Ref
+from edgefuse.model_info import DETECT_LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.streams.live_files import Rotation
 from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
@@ -62,8 +63,10 @@ class DetectionConfig(AppConfig):
     iou: float | None = None
     max_det: int | None = None
     classes: tuple[int | str, ...] | None = None
-    agnostic_nms: bool = False
+    agnostic_nms: bool | None = None
     line_width: int | None = None
+    layout: str | None = None
+    strides: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +140,16 @@ def _classes(value: Any, key: str, where: str) -> tuple[int | str, ...]:
             raise rec.bad(f"'{key}' holds {item!r}, not a class id or name", where, _REF)
         out.append(item.strip() if isinstance(item, str) else item)
     return tuple(out)
+
+
+def _detect_layout(value: Any, key: str, where: str) -> str:
+    return rec.choice(value, key, DETECT_LAYOUTS, where, _REF)
+
+
+def _strides(value: Any, key: str, where: str) -> tuple[int, ...]:
+    if isinstance(value, str):
+        value = [int(v) if v.strip().isdigit() else v for v in value.split(",")]
+    return check_strides(value, key, where, _REF)
 
 
 def _positive_float(value: Any, key: str, where: str) -> float:
@@ -223,8 +236,10 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "iou": _optional(_fraction),
     "max_det": _optional(_int(1)),
     "classes": _optional(_classes),
-    "agnostic_nms": _boolean,
+    "agnostic_nms": _optional(_boolean),
     "line_width": _optional(_int(1)),
+    "layout": _optional(_detect_layout),
+    "strides": _optional(_strides),
     "palette": _palette,
     "alpha": _fraction,
     "background": _optional(_int(0)),

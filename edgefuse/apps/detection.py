@@ -1,4 +1,4 @@
-"""The detection app: a YOLO model over a camera, video, stream or images; boxes drawn and logged.
+"""The detection app: a detector over a camera, video, stream or images; boxes drawn and logged.
 
 Thin over ``edgefuse.vision``: a ``Detector`` built from the model and the config, the shared
 runner for the rest (``edgefuse.apps.runner``).
@@ -16,7 +16,8 @@ from edgefuse.model_info import AppInfo
 from edgefuse.runtime import ModelSource, Session
 from edgefuse.vision.detect.detector import Detector
 
-TASK_FLAGS = ("conf", "iou", "max_det", "classes", "agnostic_nms", "line_width")
+TASK_FLAGS = ("conf", "iou", "max_det", "classes", "agnostic_nms", "line_width", "layout",
+              "strides")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="NMS IoU threshold (default: the model's, else 0.45)")
     parser.add_argument("--max-det", type=int, metavar="N", help="boxes per frame (default 300)")
     parser.add_argument("--classes", metavar="ID|NAME,...", help="keep only these classes")
-    parser.add_argument("--agnostic-nms", action="store_true", default=None,
-                        help="NMS across classes")
+    parser.add_argument("--agnostic-nms", action=argparse.BooleanOptionalAction, default=None,
+                        help="NMS across classes (default: the layout's own; YOLOX's is)")
+    parser.add_argument("--layout", metavar="NAME",
+                        help="output layout: yolov8, yolov5, yolo_head, yolox, end2end, ppyoloe "
+                             "(default: told from the outputs and the graph)")
+    parser.add_argument("--strides", metavar="S,S,...",
+                        help="FPN strides of a yolox or PicoDet head (default: 8,16,32 / "
+                             "from the shapes)")
     parser.add_argument("--line-width", type=int, metavar="PX", help="box line width")
 
 
@@ -42,7 +49,8 @@ def make_detector(session: Session, info: AppInfo | None, source: ModelSource,
         session, info=info, manifest=source.manifest, preprocess=config.preprocess,
         label=source.label, conf=config.conf, iou=config.iou, max_det=config.max_det,
         agnostic=config.agnostic_nms, class_names=config.class_names,
-        line_width=config.line_width,
+        line_width=config.line_width, layout=config.layout, strides=config.strides,
+        graph=source.onnx,
     )
     if config.classes is not None:
         wanted = class_ids(config.classes, detector.class_names)

@@ -125,8 +125,10 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
             except BaseException:
                 source.close()
                 raise
+            note = f"; {task.layout_note}" if task.layout_note else ""
             print(f"{model_source.label}: {task.layout} on {session.backend}; source "
-                  f"{source.name} ({'live' if source.live else 'every frame'})", file=sys.stderr)
+                  f"{source.name} ({'live' if source.live else 'every frame'}){note}",
+                  file=sys.stderr)
             pipeline = Pipeline(
                 source, task, sinks, queue_size=config.queue_size, in_flight=config.in_flight,
                 max_frames=config.max_frames, stop_timeout_s=config.stop_timeout_s,

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgefuse.model_info import LAYOUTS
+
 API_VERSION = "edgefuse/v1"
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
 _NAME_TEXT = "lower-case letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -110,12 +112,13 @@ _PREPROCESS = _object({
 })
 
 _POSTPROCESS = _object({
-    "layout": {"enum": ["yolov8", "yolov5", "yolo_head", "seg_logits", "seg_sigmoid",
-                        "seg_argmax", "logits"], "examples": ["yolov8"]},
+    "layout": {"enum": list(LAYOUTS), "examples": ["yolov8"]},
     "conf": {"type": "number", "minimum": 0, "maximum": 1, "examples": [0.25]},
     "iou": {"type": "number", "minimum": 0, "maximum": 1, "examples": [0.45]},
     "max_det": {"type": "integer", "minimum": 1, "examples": [300]},
     "background": {"type": "integer", "minimum": 0, "examples": [0]},
+    "strides": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1,
+                "examples": [[8, 16, 32]]},
 })
 
 _MODEL = _object({

@@ -1,4 +1,4 @@
-"""Detector: a YOLO model (v5, v8 or with edgefuse's YoloHead) as a pipeline task.
+"""Detector: a detection model (any layout of ``decode``) as a pipeline task.
 
 Why a class users can hold: their own programs want ``Detector.open("build/")(frame)`` for one
 image and ``Pipeline(source, detector, sinks)`` for a stream, with the thresholds, class names
@@ -6,24 +6,40 @@ and letterbox convention the model carries (``model_info``), and no decode code 
 
 Thresholds come, in order of precedence, from the constructor's arguments, the model's app info
 (``postprocess.conf/iou/max_det``) and Ultralytics' predict defaults (0.25, 0.45, 300).
+
+The layout comes from the ``layout`` argument (the config's ``layout:``), else the app info's
+``postprocess.layout``, else ``recognise`` tells it from the outputs and the graph; either way it
+is bound to the output names and checked against the shapes (and the class names' count) when
+the model is opened, and ``layout_note`` says which it is and why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 
+from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import BuildManifest
 from edgefuse.metrics.detect import Detections
-from edgefuse.model_info import AppInfo
+from edgefuse.model_info import AppInfo, check_strides
+from edgefuse.model_source import resolve_source
 from edgefuse.preprocess import Geometry
+from edgefuse.runtime import DEFAULT_BACKENDS
 from edgefuse.session import Session
 from edgefuse.vision.detect import decode as detect
+from edgefuse.vision.detect.graph_tail import tails
+from edgefuse.vision.detect.heads import Heads
+from edgefuse.vision.detect.recognise import Evidence, bind, recognise
 from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.overlay import draw_detections, label_of
+from edgefuse.vision.model import layouts
 from edgefuse.vision.model.adapter import VisionModel
+
+Graph = onnx.ModelProto | str | os.PathLike[str] | None
 
 
 class Detector(VisionModel):
@@ -36,8 +52,19 @@ class Detector(VisionModel):
                  preprocess: Mapping[str, Any] | None = None, label: str = "the model",
                  conf: float | None = None, iou: float | None = None,
                  max_det: int | None = None, classes: Sequence[int] | None = None,
-                 agnostic: bool = False, class_names: Sequence[str] | None = None,
-                 line_width: int | None = None) -> None:
+                 agnostic: bool | None = None, class_names: Sequence[str] | None = None,
+                 line_width: int | None = None, layout: str | None = None,
+                 strides: Sequence[int] | None = None, graph: Graph = None) -> None:
+        info = info or AppInfo()
+        self.heads: Heads | None = None
+        self._layout_origin = ("'layout:' in the config" if layout else
+                               "the model's app info" if info.postprocess.layout else None)
+        self._declared = layout or info.postprocess.layout
+        self._strides = (check_strides(strides, "strides", label, Ref.BAD_CONFIG) if strides
+                         else info.postprocess.strides)
+        self._class_count = len(class_names or info.classes) or None
+        self._graph = graph
+        self._why = ""
         super().__init__(session, info=info, manifest=manifest, preprocess=preprocess,
                          label=label)
         post = self.info.postprocess
@@ -48,35 +75,82 @@ class Detector(VisionModel):
             max_det=_first(max_det, post.max_det, defaults.max_det),
             classes=tuple(classes) if classes is not None else None,
             agnostic=agnostic,
+            strides=self._strides,
         )
         self.class_names = tuple(class_names or self.info.classes or self._numbered_names())
         self.colours = palette.bgr(palette.palette("boxes"))
         self.line_width = line_width
 
+    @classmethod
+    def open(cls, model: Any, *, backends: str | Iterable[str] = DEFAULT_BACKENDS,
+             strict: bool = False, info: AppInfo | None = None,
+             session_options: Mapping[str, Any] | None = None, **task_options: Any) -> Any:
+        """``VisionModel.open``, with the model's ONNX graph read to tell the layout."""
+        source = resolve_source(model)
+        task_options.setdefault("graph", source.onnx)
+        return super().open(source, backends=backends, strict=strict, info=info,
+                            session_options=session_options, **task_options)
+
+    @property
+    def layout_note(self) -> str:
+        """``layout yolox (3 classes, strides 8,16,32), told from the graph: ...``."""
+        if self.heads is None:
+            return ""
+        return f"layout {self.heads.describe()}, {self._why}"
+
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Geometry) -> Detections:
-        return detect.decode(outputs, self.layout, geometry, self.options)
+        return detect.decode(outputs, self.layout, geometry, self.options, self.heads)
 
     def annotate(self, image: np.ndarray, result: Detections) -> np.ndarray:
         return draw_detections(image, result, self.class_names, self.colours,
                                line_width=self.line_width)
 
     def describe(self, result: Detections) -> dict[str, Any]:
-        return {"detections": [
+        return {"layout": self.layout, "detections": [
             {"class": label_of(self.class_names, int(c)), "class_id": int(c),
              "score": round(float(s), 4), "box": [round(float(v), 2) for v in box]}
             for box, s, c in zip(result.boxes, result.scores, result.classes, strict=True)
         ]}
 
+    def _find_layout(self, outputs: list[tuple[str, tuple, str]]) -> str | None:
+        """The declared layout bound to the outputs, else the one ``recognise`` finds."""
+        evidence = Evidence(self.plan.preprocess.size, self._class_count, self._strides,
+                            self._tails())
+        if self._declared is not None and self._declared not in detect.LAYOUTS:
+            return self._declared  # a segmentation layout: _check_layout says wrong kind
+        if not all(all(isinstance(d, int) for d in shape) for _, shape, _ in outputs):
+            return None  # dynamic shapes: warm_up runs once and calls this again
+        if self._declared is not None:
+            self.heads = bind(self._declared, outputs, evidence)
+            self._why = f"set by {self._layout_origin}"
+            return self.heads.layout
+        found = recognise(outputs, evidence)
+        if found is None:
+            other = layouts.detect_layout(outputs, self._class_count)
+            if other is not None and other not in detect.LAYOUTS:
+                return other  # a segmenter or classifier: _check_layout says so
+            raise InputError(
+                f"the outputs of {self.label} fit no detector layout: " + ", ".join(
+                    f"{n} {d}[{','.join(map(str, s))}]" for n, s, d in outputs),
+                hint="a detector has one of the layouts yolov8 [1, 4+C, N], yolov5/yolox "
+                     "[1, N, 5+C], end2end [1, K, 6] or DETR boxes + logits, ppyoloe boxes + "
+                     "scores or PicoDet heads, yolo_head; set 'layout:' if it is one of them",
+                reference=Ref.BAD_LAYOUT)
+        self.heads, self._why = found
+        return self.heads.layout
+
+    def _tails(self) -> dict | None:
+        if self._graph is None:
+            return None
+        graph = self._graph
+        if not isinstance(graph, onnx.ModelProto):
+            graph = onnx.load(os.fspath(graph), load_external_data=False)
+        return tails(graph)
+
     def _numbered_names(self) -> tuple[str, ...]:
-        """class0, class1, ... as many as the raw output has classes (none for a YoloHead)."""
-        outputs = [o for o in self.session.outputs if len(o.shape) == 3]
-        if self.layout not in ("yolov8", "yolov5") or len(outputs) != 1:
-            return ()
-        _, channels_v8, channels_v5 = outputs[0].shape
-        channels = channels_v8 if self.layout == "yolov8" else channels_v5
-        if not isinstance(channels, int):
-            return ()
-        return tuple(f"class{i}" for i in range(channels - (4 if self.layout == "yolov8" else 5)))
+        """class0, class1, ... as many as the outputs have classes (none for a YoloHead)."""
+        count = self.heads.num_classes if self.heads is not None else None
+        return tuple(f"class{i}" for i in range(count or 0))
 
 
 def _first(*values: Any) -> Any:

@@ -196,8 +196,7 @@ class VisionModel:
             raise self._wrong_kind(f"its app info says task '{self.info.task}'")
         self.plan = plan_input(session, self.info, manifest, preprocess)
         outputs = [(o.name, o.shape, o.dtype.name) for o in session.outputs]
-        self.layout = self.info.postprocess.layout or layouts.detect_layout(
-            outputs, len(self.info.classes) or None)
+        self.layout = self._find_layout(outputs)
         self._check_layout()
         if self.layout is None:  # dynamic output shapes: one run tells
             self.warm_up()
@@ -242,13 +241,18 @@ class VisionModel:
         height, width = self.plan.preprocess.size
         outputs = self.infer(self.preprocess(np.full((height, width, 3), 114, np.uint8))[0])
         if self.layout is None:
-            self.layout = layouts.detect_layout(
-                [(n, a.shape, a.dtype.name) for n, a in outputs.items()],
-                len(self.info.classes) or None)
+            self.layout = self._find_layout(
+                [(n, a.shape, a.dtype.name) for n, a in outputs.items()])
             self._check_layout(after_run=True)
 
     def close(self) -> None:
         self.session.close()
+
+    @property
+    def layout_note(self) -> str:
+        """How the output layout was chosen, for the line an app prints at start ("": no more
+        to say than its name)."""
+        return ""
 
     def __enter__(self) -> Any:
         return self
@@ -258,14 +262,19 @@ class VisionModel:
 
     # ---- checks -------------------------------------------------------------------------------
 
+    def _find_layout(self, outputs: list[tuple[str, tuple, str]]) -> str | None:
+        """The app info's layout, else the one the output shapes tell (None: not yet known)."""
+        return self.info.postprocess.layout or layouts.detect_layout(
+            outputs, len(self.info.classes) or None)
+
     def _check_layout(self, after_run: bool = False) -> None:
         if self.layout is None:
             if after_run:
                 raise InputError(
                     f"cannot tell how to decode the outputs of {self.label}",
                     context="outputs: " + "; ".join(o.describe() for o in self.session.outputs),
-                    hint="set postprocess.layout in the config (yolov8, yolov5, yolo_head, "
-                         "seg_logits, seg_sigmoid, seg_argmax)",
+                    hint="set postprocess.layout in the config (yolov8, yolov5, yolo_head, yolox, "
+                         "end2end, ppyoloe, seg_logits, seg_sigmoid, seg_argmax)",
                     reference=Ref.BAD_LAYOUT,
                 )
             return
@@ -278,7 +287,8 @@ class VisionModel:
     def _wrong_kind(self, why: str) -> InputError:
         return InputError(
             f"{self.label} is not a {TASK_WORDS[self.task]} model: {why}",
-            hint={"detect": "give a YOLO detector (yolov5, yolov8 or yolo_head outputs)",
+            hint={"detect": "give a detector (yolov8, yolov5, yolo_head, yolox, end2end or "
+                            "ppyoloe outputs)",
                   "segment": "give a segmentation model ([1, C, H, W] logits or a mask)"
                   }[self.task],
             reference=Ref.WRONG_MODEL_KIND,

@@ -130,3 +130,18 @@ def test_the_device_head_agrees_with_the_host_decode(layout):
 ])
 def test_layout_from_output_shapes(outputs, classes, layout):
     assert detect_layout(outputs, classes) == layout
+
+
+def test_yolox_decodes_cells_and_runs_its_plus_one_pixel_class_agnostic_nms():
+    """Two 4 x 4 boxes 1.8 px apart: IoU 0.38 plainly, 0.47 as YOLOX's demo nms measures it
+    ((x2 - x1 + 1) x (y2 - y1 + 1)), so YOLOX keeps one of them at 0.45, though of two classes."""
+    raw = np.zeros((1, 525, 7), np.float32)  # 160 x 160 at strides 8, 16, 32; 2 classes
+    raw[0, :, 2:4] = -5.0  # tiny boxes elsewhere, scores 0
+    raw[0, 0] = [0.25, 0.25, np.log(0.5), np.log(0.5), 1.0, 0.9, 0.0]  # cell (0, 0): (0,0)-(4,4)
+    raw[0, 1] = [3.8 / 8 - 1, 0.25, np.log(0.5), np.log(0.5), 1.0, 0.0, 0.8]  # cell (1, 0)
+    identity = Geometry((160, 160), (160, 160), 1.0, 1.0, 0, 0)
+    result = decode({"output": raw}, "yolox", identity)
+    np.testing.assert_allclose(result.boxes, [[0, 0, 4, 4]], atol=1e-5)
+    assert result.classes.tolist() == [0]
+    both = decode({"output": raw}, "yolox", identity, DetectOptions(agnostic=False))
+    assert both.classes.tolist() == [0, 1]  # class-aware: each class its own NMS

@@ -49,7 +49,7 @@ def test_the_app_info_in_the_onnx_drives_the_detector():
         assert detector.class_names == ("circle", "square") and detector.options.conf == 0.75
         result = detector(np.zeros((16, 64, 3), np.uint8))  # r = 0.5, top-left: no pad offset
         np.testing.assert_allclose(result.boxes, [[16, 16, 48, 16]])  # clipped to 16 rows
-        assert detector.describe(result) == {"detections": [
+        assert detector.describe(result) == {"layout": "yolov8", "detections": [
             {"class": "circle", "class_id": 0, "score": 0.9, "box": [16.0, 16.0, 48.0, 16.0]}]}
 
 

@@ -1,0 +1,158 @@
+"""Benchmark the tracker: HOTA, DetA, AssA, IDF1, MOTA, ID switches and cost per frame, ours vs
+the peer (Roboflow's ``trackers`` ByteTrack, the implementation Ultralytics/supervision users
+meet; ``supervision`` itself no longer ships one).
+
+Mode "boxes" isolates the tracker: ground-truth walkers (``edgefuse.vision.scenes.tracks``:
+objects entering from the borders, paths crossing, leaving) reported through a controlled noisy
+detector (jitter 3 % of the box side, 5 % missed, 10 % scored low, 0.2 false positives a frame).
+Scores come from TrackEval's own metric classes (HOTA, CLEAR, Identity; ``pip install
+trackeval``), fed per frame with the IoU between true and tracked boxes, as its MOT
+Challenge loader would. Each tracker runs with its own defaults.
+
+Cost: ``update`` per frame at about ``--population`` objects (50 by default: the issue's goal is
+<= 1 ms), measured in a fresh process per tracker, the trackers alternated (A B, then B A) for
+``--reps`` repetitions, each on its own seed (scenario); scores are the mean over the seeds, cost
+the median of the per-process medians and of the paired ratios to ours.
+
+    python -m bench.tracking                      # both trackers, 3 reps
+    python -m bench.tracking --frames 300 --reps 1
+
+Prints a table and writes bench/results/tracking.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from bench._harness import RESULTS
+from edgefuse.metrics.detect import Detections, box_iou
+from edgefuse.vision.scenes.tracks import DetectionNoise, detections, walkers
+from edgefuse.vision.track.byte_tracker import ByteTracker
+
+TRACKERS = ("edgefuse", "trackers")
+METRICS = ("HOTA", "DetA", "AssA", "IDF1", "MOTA", "IDSW")
+
+
+def _ours():
+    tracker = ByteTracker()
+
+    def update(dets: Detections):
+        tracks = tracker.update(dets)
+        return tracks.boxes, tracks.ids
+    return update
+
+
+def _peer():
+    import supervision as sv
+    from trackers import ByteTrackTracker
+    tracker = ByteTrackTracker()
+
+    def update(dets: Detections):
+        result = tracker.update(sv.Detections(
+            xyxy=dets.boxes.astype(np.float32), confidence=dets.scores.astype(np.float32),
+            class_id=dets.classes.astype(int)))
+        ids = result.tracker_id if result.tracker_id is not None else np.zeros(0)
+        confirmed = ids >= 0  # the peer marks tentative tracks -1
+        return result.xyxy[confirmed], ids[confirmed].astype(np.int64)
+    return update
+
+
+def _scores(truth, outputs) -> dict[str, float]:
+    """TrackEval's HOTA, CLEAR and Identity on per-frame IoU similarities."""
+    from trackeval.metrics import CLEAR, HOTA, Identity
+    gt_map, tr_map = {}, {}
+    gt_ids, tr_ids, sims = [], [], []
+    for frame, (boxes, ids) in zip(truth, outputs, strict=True):
+        gt_ids.append(np.array([gt_map.setdefault(int(i), len(gt_map)) for i in frame.ids],
+                               dtype=int))
+        tr_ids.append(np.array([tr_map.setdefault(int(i), len(tr_map)) for i in ids], dtype=int))
+        sims.append(box_iou(frame.boxes, boxes))
+    data = {"num_timesteps": len(truth), "gt_ids": gt_ids, "tracker_ids": tr_ids,
+            "similarity_scores": sims, "num_gt_ids": len(gt_map), "num_tracker_ids": len(tr_map),
+            "num_gt_dets": sum(len(g) for g in gt_ids),
+            "num_tracker_dets": sum(len(t) for t in tr_ids)}
+    hota = HOTA().eval_sequence(data)
+    clear = CLEAR().eval_sequence(data)
+    identity = Identity().eval_sequence(data)
+    return {"HOTA": float(np.mean(hota["HOTA"])), "DetA": float(np.mean(hota["DetA"])),
+            "AssA": float(np.mean(hota["AssA"])), "IDF1": float(identity["IDF1"]),
+            "MOTA": float(clear["MOTA"]), "IDSW": int(clear["IDSW"])}
+
+
+def worker(name: str, frames: int, population: int, seed: int) -> dict:
+    truth = walkers(seed, frames, population=population)
+    dets = detections(truth, DetectionNoise(), seed)
+    update = _ours() if name == "edgefuse" else _peer()
+    outputs, times = [], []
+    for frame_dets, _ in dets:
+        start = time.perf_counter()
+        outputs.append(update(frame_dets))
+        times.append(time.perf_counter() - start)
+    objects = statistics.median(len(f.ids) for f in truth[frames // 4:])
+    return {"ms_per_frame": 1e3 * statistics.median(times[frames // 10:]),
+            "objects_per_frame": objects, **_scores(truth, outputs)}
+
+
+def _child(name: str, args, seed: int) -> dict:
+    command = [sys.executable, "-m", "bench.tracking", "--worker", name, "--frames",
+               str(args.frames), "--population", str(args.population), "--seed", str(seed)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} worker failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=600)
+    parser.add_argument("--population", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--worker", choices=TRACKERS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.frames, args.population, args.seed)))
+        return 0
+    runs: dict[str, list[dict]] = {name: [] for name in TRACKERS}
+    ratios: list[float] = []
+    for rep in range(args.reps):
+        order = TRACKERS if rep % 2 == 0 else TRACKERS[::-1]
+        this = {name: _child(name, args, args.seed + rep) for name in order}
+        for name in TRACKERS:
+            runs[name].append(this[name])
+        ratios.append(this["trackers"]["ms_per_frame"] / this["edgefuse"]["ms_per_frame"])
+    summary = {}
+    for name in TRACKERS:
+        # each repetition is another seed (another scenario): scores are their means
+        summary[name] = {**{m: statistics.mean(r[m] for r in runs[name]) for m in METRICS},
+                         "objects_per_frame": statistics.mean(r["objects_per_frame"]
+                                                              for r in runs[name]),
+                         "ms_per_frame": statistics.median(r["ms_per_frame"] for r in runs[name]),
+                         "ms_per_frame_runs": [r["ms_per_frame"] for r in runs[name]]}
+    summary["trackers"]["cost_vs_edgefuse"] = statistics.median(ratios)
+    header = f"{'tracker':<10}" + "".join(f"{m:>8}" for m in METRICS) + f"{'ms/frame':>10}"
+    print(f"boxes mode: {args.frames} frames, ~{summary['edgefuse']['objects_per_frame']:.0f} "
+          f"objects/frame, seeds {args.seed}..{args.seed + args.reps - 1} (scores: mean; ms/frame: "
+          "median; peer cost: median paired ratio)")
+    print(header)
+    for name in TRACKERS:
+        row = summary[name]
+        cells = "".join(f"{row[m]:>8.1f}" if m == "IDSW" else f"{row[m]:>8.3f}" for m in METRICS)
+        print(f"{name:<10}{cells}{row['ms_per_frame']:>10.3f}")
+    print(f"peer cost / ours (paired): {summary['trackers']['cost_vs_edgefuse']:.2f}x")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    record = {"frames": args.frames, "population": args.population, "seed": args.seed,
+              "reps": args.reps, "trackers": summary}
+    (RESULTS / "tracking.json").write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

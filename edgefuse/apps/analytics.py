@@ -1,0 +1,229 @@
+"""The detection app's analytics: tracking, counting lines, zones, events out and the live view.
+
+Config keys (YAML, each optional; any of ``lines``, ``zones`` or ``events`` turns tracking on)::
+
+    track: true                      # or ByteTrack's options: {track_thresh: 0.5, track_buffer: 30}
+    lines:                           # pixels of the source frame; in = left-to-right of start->end
+      - {name: door, start: [100, 400], end: [540, 400], margin: 3, anchor: bottom_center}
+    zones:
+      - {name: bay, polygon: [[0, 0], [320, 0], [320, 240], [0, 240]], confirm_frames: 2}
+    events:
+      mqtt: {host: 127.0.0.1, port: 1883, prefix: edgefuse, username: null, password: null}
+      webhook: {url: "http://127.0.0.1:8123/api/webhook/cameras"}
+    serve: "127.0.0.1:8080"          # live view, /metrics, /healthz (--serve HOST:PORT)
+    serve_token: null                # required when serving beyond 127.0.0.1
+
+Why here and not in the config module: these keys build objects with state and threads
+(trackers, publishers, a web server) whose lifetime is the run's; ``AnalyticsSetup`` opens them
+in order and closes them in reverse, so a run that fails half-way leaves no thread behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from edgefuse import _records as rec
+from edgefuse.errors import InputError, Ref
+from edgefuse.vision.analytics.anchors import ANCHORS
+from edgefuse.vision.analytics.line import LineCounter
+from edgefuse.vision.analytics.task import Tracked
+from edgefuse.vision.analytics.zone import Zone
+from edgefuse.vision.events.mqtt import MqttPublisher
+from edgefuse.vision.events.webhook import WebhookPublisher
+from edgefuse.vision.serve.server import LiveServer
+from edgefuse.vision.serve.sink import LiveSink
+from edgefuse.vision.serve.state import LiveState
+from edgefuse.vision.streams.sinks import Sink
+from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions
+
+_REF = Ref.BAD_CONFIG
+TOKEN_VARIABLE = "EDGEFUSE_SERVE_TOKEN"
+
+
+@dataclasses.dataclass(frozen=True)
+class AnalyticsConfig:
+    track: TrackerOptions | None = None
+    lines: tuple[dict[str, Any], ...] = ()
+    zones: tuple[dict[str, Any], ...] = ()
+    mqtt: dict[str, Any] | None = None
+    webhook: dict[str, Any] | None = None
+    serve: tuple[str, int] | None = None
+    serve_token: str | None = None
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.track or self.lines or self.zones or self.mqtt or self.webhook)
+
+
+def check_track(value: Any, key: str, where: str) -> TrackerOptions | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return TrackerOptions()
+    data = rec.check_mapping(value, f"{where} '{key}'", _REF)
+    rec.check_keys(data, [f.name for f in dataclasses.fields(TrackerOptions)],
+                   f"{where} '{key}'", _REF)
+    try:
+        return TrackerOptions(**{k: rec.number(v, f"{key}.{k}", where, _REF, low=0)
+                                 for k, v in data.items()})
+    except ValueError as exc:
+        raise rec.bad(f"'{key}': {exc}", where, _REF) from exc
+
+
+def check_lines(value: Any, key: str, where: str) -> tuple[dict[str, Any], ...]:
+    return tuple(_line(item, f"{key}[{i}]", where) for i, item in enumerate(_list(value, key,
+                                                                                 where)))
+
+
+def check_zones(value: Any, key: str, where: str) -> tuple[dict[str, Any], ...]:
+    return tuple(_zone(item, f"{key}[{i}]", where) for i, item in enumerate(_list(value, key,
+                                                                                 where)))
+
+
+def check_events(value: Any, key: str, where: str) -> dict[str, Any]:
+    data = rec.check_mapping(value, f"{where} '{key}'", _REF)
+    rec.check_keys(data, ["mqtt", "webhook"], f"{where} '{key}'", _REF)
+    out: dict[str, Any] = {}
+    if data.get("mqtt") is not None:
+        mqtt = dict(rec.check_mapping(data["mqtt"], f"{where} '{key}.mqtt'", _REF))
+        rec.check_keys(mqtt, ["host", "port", "prefix", "username", "password", "capacity"],
+                       f"{where} '{key}.mqtt'", _REF)
+        if not isinstance(mqtt.get("host"), str) or not mqtt["host"]:
+            raise rec.bad(f"'{key}.mqtt.host' must name the broker", where, _REF)
+        if "port" in mqtt:
+            mqtt["port"] = int(rec.number(mqtt["port"], f"{key}.mqtt.port", where, _REF, low=1,
+                                          high=65535, integer=True))
+        out["mqtt"] = mqtt
+    if data.get("webhook") is not None:
+        hook = dict(rec.check_mapping(data["webhook"], f"{where} '{key}.webhook'", _REF))
+        rec.check_keys(hook, ["url", "capacity", "timeout_s"], f"{where} '{key}.webhook'", _REF)
+        if not isinstance(hook.get("url"), str):
+            raise rec.bad(f"'{key}.webhook.url' must be a URL", where, _REF)
+        out["webhook"] = hook
+    return out
+
+
+def check_serve(value: Any, key: str, where: str) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    text = str(value)
+    host, _, port = text.rpartition(":") if ":" in text else ("127.0.0.1", "", text)
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise rec.bad(f"'{key}' must be HOST:PORT or PORT, got {value!r}", where, _REF,
+                      hint="for example 127.0.0.1:8080")
+    return (host or "127.0.0.1").strip("[]"), int(port)
+
+
+def from_values(track: Any, lines: Any, zones: Any, events: Any, serve: Any,
+                serve_token: Any) -> AnalyticsConfig:
+    """The checked analytics part of an app config (values already checked key by key)."""
+    events = events or {}
+    return AnalyticsConfig(track=track, lines=lines or (), zones=zones or (),
+                           mqtt=events.get("mqtt"), webhook=events.get("webhook"), serve=serve,
+                           serve_token=serve_token or os.environ.get(TOKEN_VARIABLE) or None)
+
+
+class AnalyticsSetup:
+    """The run's analytics objects: ``wrap`` a detector per stream, ``sinks`` for the live view;
+    ``close`` delivers what the publishers still hold and stops the server."""
+
+    def __init__(self, config: AnalyticsConfig, streams: list[str]) -> None:
+        self.config = config
+        self.publishers: list[Any] = []
+        self.server: LiveServer | None = None
+        self.state: LiveState | None = None
+        self.wrapped: dict[str, Tracked] = {}
+        try:
+            if config.mqtt:
+                mqtt = dict(config.mqtt)
+                self.publishers.append(MqttPublisher(mqtt.pop("host"), **mqtt))
+            if config.webhook:
+                hook = dict(config.webhook)
+                self.publishers.append(WebhookPublisher(hook.pop("url"), **hook))
+            if config.serve:
+                self.state = LiveState(streams)
+                self.server = LiveServer(self.state, *config.serve, token=config.serve_token)
+                self.server.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def wrap(self, task: Any, stream: str, frame_size: tuple[int, int] | None = None) -> Any:
+        """``task`` with tracking and analytics when the config asks for any, else as it is."""
+        if not self.config.wanted:
+            return task
+        lines = [LineCounter(**spec) for spec in self.config.lines]
+        zones = [Zone(**spec) for spec in self.config.zones]
+        if frame_size is not None:
+            for zone in zones:
+                zone.check_within(*frame_size)
+        tracked = Tracked(task, stream=stream, tracker=ByteTracker(self.config.track),
+                          lines=lines, zones=zones, publishers=self.publishers)
+        self.wrapped[stream] = tracked
+        return tracked
+
+    def sinks(self, stream: str, stats: Any = None) -> list[Sink]:
+        if self.state is None:
+            return []
+        tracked = self.wrapped.get(stream)
+        return [LiveSink(self.state, stream, counts=tracked.counts if tracked else None,
+                         stats=stats)]
+
+    def close(self) -> None:
+        for publisher in reversed(self.publishers):
+            publisher.close()
+        if self.server is not None:
+            self.server.stop()
+
+
+def _list(value: Any, key: str, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise rec.bad(f"'{key}' must be a list, got {value!r}", where, _REF)
+    return value
+
+
+def _point(value: Any, key: str, where: str) -> tuple[float, float]:
+    return tuple(rec.numbers(value, key, 2, where, _REF))  # type: ignore[return-value]
+
+
+def _named(item: Any, key: str, where: str, known: list[str]) -> Mapping[str, Any]:
+    data = rec.check_mapping(item, f"{where} '{key}'", _REF)
+    rec.check_keys(data, known, f"{where} '{key}'", _REF)
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise rec.bad(f"'{key}.name' must be a non-empty string", where, _REF)
+    if "anchor" in data:
+        rec.choice(data["anchor"], f"{key}.anchor", ANCHORS, where, _REF)
+    return data
+
+
+def _line(item: Any, key: str, where: str) -> dict[str, Any]:
+    data = _named(item, key, where, ["name", "start", "end", "margin", "anchor"])
+    out = {**data, "start": _point(data.get("start"), f"{key}.start", where),
+           "end": _point(data.get("end"), f"{key}.end", where)}
+    if "margin" in data:
+        out["margin"] = float(rec.number(data["margin"], f"{key}.margin", where, _REF, low=0))
+    _refused_here(LineCounter, out, where)  # zero length and the rest, with the file named
+    return out
+
+
+def _zone(item: Any, key: str, where: str) -> dict[str, Any]:
+    data = _named(item, key, where, ["name", "polygon", "anchor", "confirm_frames"])
+    polygon = data.get("polygon")
+    if not isinstance(polygon, list):
+        raise rec.bad(f"'{key}.polygon' must be a list of [x, y] points", where, _REF)
+    out = {**data, "polygon": [_point(p, f"{key}.polygon", where) for p in polygon]}
+    if "confirm_frames" in data:
+        out["confirm_frames"] = int(rec.number(data["confirm_frames"], f"{key}.confirm_frames",
+                                               where, _REF, low=1, integer=True))
+    _refused_here(Zone, out, where)
+    return out
+
+
+def _refused_here(kind: type, spec: dict[str, Any], where: str) -> None:
+    try:
+        kind(**spec)
+    except InputError as exc:
+        raise rec.bad(exc.message, where, _REF, hint=exc.hint) from None

@@ -1,0 +1,20 @@
+"""The point of a box that stands for the object when it crosses a line or stands in a zone.
+
+Why a choice: a camera looking down a street sees a pedestrian's feet touch the ground line
+(``bottom_center``, DeepStream's and supervision's default for people and vehicles); a camera
+looking straight down sees the box centre (``center``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ANCHORS = ("bottom_center", "center")
+
+
+def anchor_points(boxes: np.ndarray, anchor: str) -> np.ndarray:
+    """[N, 2] points of xyxy boxes."""
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    x = (boxes[:, 0] + boxes[:, 2]) / 2
+    y = boxes[:, 3] if anchor == "bottom_center" else (boxes[:, 1] + boxes[:, 3]) / 2
+    return np.stack([x, y], axis=1)

@@ -1,0 +1,125 @@
+"""A detection task with tracking, counting lines, zones and events: ``Tracked(detector, ...)``.
+
+Why a wrapper over the task rather than new pipeline stages: the pipeline runs each stage in one
+thread, so ``postprocess`` sees the frames of a stream in order, which is all a tracker and a
+line counter need; a wrapper keeps the pipeline unchanged and works for any detector, the apps'
+or a user's. One ``Tracked`` per stream: its tracker's IDs, its lines' counts and its zones'
+dwell times are that camera's own.
+
+Per frame: the detector's boxes, then ByteTrack IDs, then line crossings and zone entries/exits
+as events (each stamped with the stream's name and the frame's capture time) handed to every
+publisher (MQTT, webhook) and listed in the frame's JSON record, with the running counts.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from edgefuse.metrics.detect import Detections
+from edgefuse.vision.analytics.anchors import anchor_points
+from edgefuse.vision.analytics.line import LineCounter
+from edgefuse.vision.analytics.zone import Zone
+from edgefuse.vision.draw.analytics import draw_lines, draw_tracks, draw_zones
+from edgefuse.vision.draw.overlay import label_of
+from edgefuse.vision.streams.frames import Frame
+from edgefuse.vision.track.byte_tracker import ByteTracker, Tracks
+
+TRAIL = 30  # anchor points kept per track for drawing
+
+
+class Publisher(Protocol):
+    def publish(self, event: dict[str, Any]) -> None: ...
+
+
+@dataclasses.dataclass
+class TrackedResult:
+    detections: Detections
+    tracks: Tracks
+    events: list[dict[str, Any]]
+    counts: dict[str, Any]
+
+
+class Tracked:
+    """``task`` (a Detector) with tracking and analytics for the stream ``stream``."""
+
+    def __init__(self, task: Any, *, stream: str = "stream0", tracker: ByteTracker | None = None,
+                 lines: Sequence[LineCounter] = (), zones: Sequence[Zone] = (),
+                 publishers: Sequence[Publisher] = ()) -> None:
+        self.task, self.stream = task, stream
+        self.tracker = tracker or ByteTracker()
+        self.lines, self.zones, self.publishers = list(lines), list(zones), list(publishers)
+        self._trails: dict[int, collections.deque] = {}
+        self.events_total = 0
+
+    def __getattr__(self, name: str) -> Any:  # layout, class_names, warm_up, session, ...
+        return getattr(self.task, name)
+
+    def preprocess(self, image: np.ndarray) -> tuple[dict[str, np.ndarray], Any]:
+        return self.task.preprocess(image)
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.task.infer(feeds)
+
+    def postprocess(self, outputs: dict[str, np.ndarray], geometry: Any,
+                    frame: Frame | None = None) -> TrackedResult:
+        detections = self.task.postprocess(outputs, geometry)
+        tracks = self.tracker.update(detections)
+        when = frame.time if frame is not None else time.time()
+        names = list(self.task.class_names)
+        events = []
+        for line in self.lines:
+            events += line.update(tracks, names)
+        for zone in self.zones:
+            events += zone.update(tracks, when, names)
+        for event in events:
+            event.update(stream=self.stream, time=round(when, 3))
+            for publisher in self.publishers:
+                publisher.publish(event)
+        self.events_total += len(events)
+        self._remember(tracks)
+        return TrackedResult(detections, tracks, events, self.counts())
+
+    def counts(self) -> dict[str, Any]:
+        return {"lines": {line.name: line.totals() for line in self.lines},
+                "zones": {zone.name: {"occupancy": zone.occupancy(),
+                                      "entries": dict(sorted(zone.entries.items())),
+                                      "exits": dict(sorted(zone.exits.items()))}
+                          for zone in self.zones}}
+
+    def annotate(self, image: np.ndarray, result: TrackedResult) -> np.ndarray:
+        out = self.task.annotate(image, result.detections)
+        draw_tracks(out, result.tracks.ids, result.tracks.boxes,
+                    {k: list(v) for k, v in self._trails.items()}, self.task.colours)
+        draw_lines(out, self.lines)
+        draw_zones(out, self.zones)
+        return out
+
+    def describe(self, result: TrackedResult) -> dict[str, Any]:
+        names = self.task.class_names
+        record = {"stream": self.stream, "tracks": [
+            {"id": int(i), "class": label_of(names, int(c)), "class_id": int(c),
+             "score": round(float(s), 4), "box": [round(float(v), 2) for v in box]}
+            for i, box, s, c in zip(result.tracks.ids, result.tracks.boxes,
+                                    result.tracks.scores, result.tracks.classes, strict=True)]}
+        record.update(self.task.describe(result.detections))
+        if result.events:
+            record["events"] = result.events
+        if self.lines or self.zones:
+            record["counts"] = result.counts
+        return record
+
+    def _remember(self, tracks: Tracks) -> None:
+        points = anchor_points(tracks.boxes, "bottom_center")
+        alive = set()
+        for track_id, point in zip(tracks.ids, points, strict=True):
+            trail = self._trails.setdefault(int(track_id), collections.deque(maxlen=TRAIL))
+            trail.append((float(point[0]), float(point[1])))
+            alive.add(int(track_id))
+        for gone in set(self._trails) - alive:  # drawn only while shown; memory stays bounded
+            del self._trails[gone]

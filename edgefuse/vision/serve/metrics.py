@@ -1,0 +1,73 @@
+"""Prometheus metrics of a running app, read from ``LiveState`` at scrape time.
+
+Names (all labelled ``stream``): ``edgefuse_frames_total``, ``edgefuse_fps``,
+``edgefuse_latency_ms{quantile="0.5"|"0.95"}``, ``edgefuse_dropped_frames_total``,
+``edgefuse_reconnects_total``, ``edgefuse_stream_up``, ``edgefuse_line_crossings_total{line,
+direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total{zone,
+class}``. A custom collector rather than counters incremented along the way: the numbers are the
+ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from edgefuse._deps import require
+from edgefuse.vision.serve.state import LiveState
+
+
+def registry_for(state: LiveState) -> Any:
+    """A ``prometheus_client`` registry holding one collector over ``state``."""
+    client = require("prometheus_client", extra="serve", purpose="the /metrics endpoint")
+    core = require("prometheus_client.core", extra="serve", purpose="the /metrics endpoint")
+    registry = client.CollectorRegistry()
+
+    class _Collector:
+        def collect(self) -> Iterator[Any]:
+            yield from _families(core, state.snapshot())
+
+    registry.register(_Collector())
+    return registry
+
+
+def render(registry: Any) -> bytes:
+    client = require("prometheus_client", extra="serve", purpose="the /metrics endpoint")
+    return client.generate_latest(registry)
+
+
+def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
+    gauge, counter = core.GaugeMetricFamily, core.CounterMetricFamily
+    frames = counter("edgefuse_frames", "frames through the pipeline", labels=["stream"])
+    fps = gauge("edgefuse_fps", "frames per second over the stats window", labels=["stream"])
+    latency = gauge("edgefuse_latency_ms", "capture to sink, milliseconds",
+                    labels=["stream", "quantile"])
+    dropped = counter("edgefuse_dropped_frames", "frames dropped as stale", labels=["stream"])
+    reconnects = counter("edgefuse_reconnects", "source reconnections", labels=["stream"])
+    up = gauge("edgefuse_stream_up", "1 while the stream delivers frames", labels=["stream"])
+    crossings = counter("edgefuse_line_crossings", "tracks crossing a counting line",
+                        labels=["stream", "line", "direction", "class"])
+    occupancy = gauge("edgefuse_zone_occupancy", "tracks inside a zone now",
+                      labels=["stream", "zone", "class"])
+    entries = counter("edgefuse_zone_entries", "tracks that entered a zone",
+                      labels=["stream", "zone", "class"])
+    for name, view in snapshot.items():
+        stats = view["stats"]
+        frames.add_metric([name], view["frames"])
+        fps.add_metric([name], float(stats.get("fps", 0.0)))
+        for quantile, key in (("0.5", "latency_p50_ms"), ("0.95", "latency_p95_ms")):
+            if key in stats:
+                latency.add_metric([name, quantile], float(stats[key]))
+        dropped.add_metric([name], float(stats.get("dropped", 0)))
+        reconnects.add_metric([name], float(stats.get("reconnects", 0)))
+        up.add_metric([name], 0.0 if view["stalled"] else 1.0)
+        for line, totals in view["counts"].get("lines", {}).items():
+            for direction, per_class in totals.items():
+                for cls, count in per_class.items():
+                    crossings.add_metric([name, line, direction, cls], count)
+        for zone, zone_counts in view["counts"].get("zones", {}).items():
+            for cls, count in zone_counts.get("occupancy", {}).items():
+                occupancy.add_metric([name, zone, cls], count)
+            for cls, count in zone_counts.get("entries", {}).items():
+                entries.add_metric([name, zone, cls], count)
+    yield from (frames, fps, latency, dropped, reconnects, up, crossings, occupancy, entries)

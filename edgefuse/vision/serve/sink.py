@@ -1,0 +1,37 @@
+"""The pipeline sink that feeds the live view: each annotated frame as JPEG into ``LiveState``.
+
+Why encode here, in the sink thread: JPEG encoding is the expensive part of serving MJPEG, and
+OpenCV's encoder releases the GIL, so it overlaps inference like the other sinks; the web server
+then only copies bytes, whatever the number of browsers watching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from edgefuse._cv import cv2
+from edgefuse.vision.serve.state import LiveState
+from edgefuse.vision.streams.frames import FrameResult
+from edgefuse.vision.streams.sinks import Sink
+
+
+class LiveSink(Sink):
+    needs_image = True
+
+    def __init__(self, state: LiveState, stream: str, *, quality: int = 80,
+                 counts: Callable[[], dict[str, Any]] | None = None,
+                 stats: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.state, self.stream, self.quality = state, stream, quality
+        self._counts, self._stats = counts, stats
+
+    def write(self, result: FrameResult, image: np.ndarray | None) -> None:
+        jpeg = None
+        if image is not None:
+            ok, encoded = cv2().imencode(".jpg", image, [cv2().IMWRITE_JPEG_QUALITY, self.quality])
+            jpeg = encoded.tobytes() if ok else None
+        self.state.frame(self.stream, jpeg,
+                         counts=self._counts() if self._counts else None,
+                         stats=self._stats() if self._stats else None)

@@ -1,0 +1,1 @@
+"""Tracking: detections of consecutive frames joined into tracks with IDs (``ByteTracker``)."""

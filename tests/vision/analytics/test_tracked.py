@@ -1,0 +1,92 @@
+"""Tracked(detector): IDs, counts and events on walkers whose line crossings are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgefuse.metrics.detect import Detections
+from edgefuse.vision.analytics.line import LineCounter
+from edgefuse.vision.analytics.task import Tracked
+from edgefuse.vision.analytics.zone import Zone
+from edgefuse.vision.scenes.tracks import walkers
+from edgefuse.vision.streams.frames import Frame
+from tests.needs import optional
+
+pytestmark = pytest.mark.unit
+optional("scipy")
+LINE_Y = 360.0
+MARGIN = 3.0
+
+
+class _Scripted:
+    """A detector stand-in that reports the given frames' boxes, one frame per call."""
+
+    class_names = ("person", "cart")
+    colours = np.array([[0, 0, 255], [0, 255, 0]], dtype=np.uint8)
+
+    def __init__(self, frames):
+        self.frames = iter(frames)
+
+    def postprocess(self, outputs, geometry):
+        return next(self.frames)
+
+    def describe(self, result):
+        return {"detections": len(result)}
+
+
+def _true_crossings(truth) -> dict[str, int]:
+    """Crossings of y = LINE_Y by each identity's bottom-centre, settled outside the margin."""
+    side: dict[int, int] = {}
+    counts = {"in": 0, "out": 0}
+    for frame in truth:
+        for box, identity in zip(frame.boxes, frame.ids, strict=True):
+            distance = float(box[3]) - LINE_Y  # > 0 below the line
+            if abs(distance) <= MARGIN:
+                continue
+            now = 1 if distance > 0 else -1
+            if identity in side and side[identity] != now:
+                counts["in" if now > 0 else "out"] += 1
+            side[identity] = now
+    return counts
+
+
+def test_counts_on_noise_free_walkers_equal_the_true_crossings():
+    truth = walkers(seed=3, frames=300, population=12, classes=1)
+    detections = [Detections(f.boxes, np.full(len(f.ids), 0.9, np.float32), f.classes)
+                  for f in truth]
+    received = []
+
+    class _Collect:
+        def publish(self, event):
+            received.append(event)
+
+    line = LineCounter("middle", (-10_000, LINE_Y), (10_000, LINE_Y), margin=MARGIN)
+    tracked = Tracked(_Scripted(detections), stream="hall", lines=[line],
+                      publishers=[_Collect()])
+    for index in range(len(truth)):
+        frame = Frame(index=index, image=np.zeros((1, 1, 3), np.uint8), time=1000.0 + index,
+                      clock=0.0)
+        result = tracked.postprocess({}, None, frame)
+    expected = _true_crossings(truth)
+    assert expected["in"] + expected["out"] >= 5  # the scenario does cross the line
+    totals = line.totals()
+    assert {d: sum(totals[d].values()) for d in ("in", "out")} == expected
+    assert len(received) == expected["in"] + expected["out"]
+    assert all(e["stream"] == "hall" and e["time"] >= 1000.0 for e in received)
+    record = tracked.describe(result)
+    assert record["stream"] == "hall" and record["counts"]["lines"]["middle"] == totals
+    assert {"id", "class", "box", "score"} <= set(record["tracks"][0])
+
+
+def test_zone_dwell_uses_the_frames_capture_time():
+    boxes = [Detections(np.array([[40, 20, 60, 50]], np.float32), np.array([0.9], np.float32),
+                        np.array([0]))] * 6
+    zone = Zone("bay", [(0, 0), (100, 0), (100, 100), (0, 100)], confirm_frames=1)
+    tracked = Tracked(_Scripted(boxes), zones=[zone])
+    for index in range(6):
+        frame = Frame(index=index, image=np.zeros((1, 1, 3), np.uint8), time=50.0 + 2 * index,
+                      clock=0.0)
+        tracked.postprocess({}, None, frame)
+    # ByteTrack confirms tracks of its first frame at once: inside since t = 50; now t = 60
+    assert list(zone.dwell(60.0).values()) == [pytest.approx(10.0)]

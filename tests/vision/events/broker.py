@@ -1,0 +1,97 @@
+"""A real MQTT broker (Debian's mosquitto) on 127.0.0.1 for tests, and a subscriber to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Broker:
+    """mosquitto on a free port; ``stop``/``start`` restart it on the same port."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        if not Path(binary).exists():
+            if os.environ.get("CI"):
+                raise RuntimeError("CI must install mosquitto (apt-get install mosquitto)")
+            pytest.skip("mosquitto is not installed (apt-get install mosquitto)")
+        self.binary, self.port = binary, free_port()
+        self.config = workdir / "mosquitto.conf"
+        self.config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+                               "persistence false\n")
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([self.binary, "-c", str(self.config)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # ready when it accepts connections
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"mosquitto exited: {self.process.stderr.read()!r}") from None
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start listening within 20 s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+class Subscriber:
+    """Collects every message under ``topic``, resubscribing after each reconnect."""
+
+    def __init__(self, port: int, topic: str) -> None:
+        import paho.mqtt.client as mqtt
+        self.messages: list[tuple[str, dict]] = []
+        self._changed = threading.Condition()
+        self._subscribed = threading.Event()
+        self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+        self._client.reconnect_delay_set(min_delay=1, max_delay=2)
+
+        def on_connect(client, userdata, flags, reason_code, properties):
+            client.subscribe(topic, qos=1)
+
+        def on_subscribe(client, userdata, mid, reason_codes, properties):
+            self._subscribed.set()
+
+        def on_message(client, userdata, message):
+            with self._changed:
+                self.messages.append((message.topic, json.loads(message.payload)))
+                self._changed.notify_all()
+
+        self._client.on_connect, self._client.on_message = on_connect, on_message
+        self._client.on_subscribe = on_subscribe
+        self._client.connect("127.0.0.1", port)
+        self._client.loop_start()
+
+    def wait_subscribed(self) -> None:
+        if not self._subscribed.wait(20):
+            raise RuntimeError("the test subscriber was not subscribed within 20 s")
+        self._subscribed.clear()
+
+    def wait_for(self, predicate, timeout: float = 30.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self.messages), timeout)
+
+    def close(self) -> None:
+        self._client.disconnect()
+        self._client.loop_stop()

@@ -1,0 +1,77 @@
+"""Events to a real mosquitto broker: order, QoS 1 across a broker restart, a refused broker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from edgefuse.errors import InputError
+from edgefuse.vision.events.mqtt import MqttPublisher
+from tests.needs import optional
+from tests.vision.events.broker import Broker, Subscriber, free_port
+
+pytestmark = pytest.mark.unit
+optional("paho.mqtt.client")
+
+
+@pytest.fixture
+def broker(tmp_path):
+    running = Broker(tmp_path)
+    running.start()
+    yield running
+    running.stop()
+
+
+def _event(n: int, stream: str = "gate") -> dict:
+    return {"type": "line_crossed", "stream": stream, "time": 1.0 + n, "n": n}
+
+
+def _numbers(messages) -> set[int]:
+    return {payload["n"] for _, payload in messages}
+
+
+def test_events_arrive_in_order_under_their_topics(broker):
+    subscriber = Subscriber(broker.port, "edgefuse/#")
+    subscriber.wait_subscribed()
+    publisher = MqttPublisher("127.0.0.1", broker.port)
+    for n in range(5):
+        publisher.publish(_event(n, stream="gate" if n % 2 else "yard"))
+    assert publisher.close() == 0
+    assert subscriber.wait_for(lambda m: len(m) >= 5)
+    subscriber.close()
+    assert [p["n"] for _, p in subscriber.messages] == [0, 1, 2, 3, 4]
+    assert subscriber.messages[0][0] == "edgefuse/yard/line_crossed"
+    assert subscriber.messages[1][0] == "edgefuse/gate/line_crossed"
+
+
+def test_a_broker_restart_loses_no_event(broker):
+    subscriber = Subscriber(broker.port, "edgefuse/#")
+    subscriber.wait_subscribed()
+    publisher = MqttPublisher("127.0.0.1", broker.port)
+    for n in range(3):
+        publisher.publish(_event(n))
+    assert subscriber.wait_for(lambda m: _numbers(m) >= {0, 1, 2})
+    broker.stop()
+    deadline = time.monotonic() + 30  # wait for the publisher to see the broker gone
+    while publisher.connected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not publisher.connected
+    for n in range(3, 8):  # the broker is away: these wait in the outbox
+        publisher.publish(_event(n))
+    broker.start()
+    subscriber.wait_subscribed()  # the subscriber is back before the outbox drains
+    assert subscriber.wait_for(lambda m: _numbers(m) >= set(range(8)), timeout=60)
+    assert publisher.close() == 0
+    subscriber.close()
+    assert publisher.outbox.dropped == 0
+
+
+def test_a_broker_that_refuses_the_connection_is_a_clear_error():
+    with pytest.raises(InputError, match=r"cannot connect to the MQTT broker at mqtt://127.0.0.1"):
+        MqttPublisher("127.0.0.1", free_port())
+
+
+def test_a_wildcard_prefix_is_refused():
+    with pytest.raises(InputError, match="has a wildcard"):
+        MqttPublisher("127.0.0.1", 1, prefix="cams/#")

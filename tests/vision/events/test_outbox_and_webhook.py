@@ -1,0 +1,83 @@
+"""The outbox's bound and the webhook publisher against a local HTTP receiver."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import pytest
+
+from edgefuse.errors import InputError
+from edgefuse.vision.events.outbox import Outbox
+from edgefuse.vision.events.webhook import WebhookPublisher
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_full_outbox_drops_the_oldest_and_counts_it():
+    outbox = Outbox(3)
+    for n in range(5):
+        outbox.put({"n": n})
+    assert outbox.dropped == 2
+    first = outbox.peek(0)
+    assert first == {"n": 2}
+    outbox.done(first)
+    assert len(outbox) == 2
+
+
+class _Receiver(http.server.ThreadingHTTPServer):
+    """Answers each POST with the next status of ``statuses`` (then 200), recording bodies."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses, self.bodies = list(statuses), []
+        self.changed = threading.Condition()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with receiver.changed:
+                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    receiver.bodies.append((status, body))
+                    receiver.changed.notify_all()
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+def test_webhook_retries_a_server_error_and_keeps_the_order():
+    receiver = _Receiver([503])
+    publisher = WebhookPublisher(receiver.url)
+    for n in range(3):
+        publisher.publish({"type": "zone_entered", "n": n})
+    assert publisher.close(timeout=30) == 0
+    receiver.shutdown()
+    assert [(status, body["n"]) for status, body in receiver.bodies] == [
+        (503, 0), (200, 0), (200, 1), (200, 2)]
+    assert publisher.delivered == 3 and publisher.rejected == 0
+
+
+def test_webhook_drops_an_event_the_receiver_rejects_and_goes_on():
+    receiver = _Receiver([400])
+    publisher = WebhookPublisher(receiver.url)
+    publisher.publish({"n": 0})
+    publisher.publish({"n": 1})
+    assert publisher.close(timeout=30) == 0
+    receiver.shutdown()
+    assert [(status, body["n"]) for status, body in receiver.bodies] == [(400, 0), (200, 1)]
+    assert publisher.rejected == 1 and publisher.delivered == 1
+
+
+def test_a_webhook_url_that_is_not_http_is_refused():
+    with pytest.raises(InputError, match="is not an http"):
+        WebhookPublisher("ftp://example/hook")

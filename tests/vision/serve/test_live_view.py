@@ -1,0 +1,161 @@
+"""The live view served for real on 127.0.0.1: endpoints over HTTP, then the page in Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from edgefuse.errors import InputError
+from edgefuse.vision.serve.server import LiveServer
+from edgefuse.vision.serve.sink import LiveSink
+from edgefuse.vision.serve.state import LiveState
+from edgefuse.vision.streams.frames import Frame, FrameResult
+from tests.needs import optional
+
+pytestmark = pytest.mark.unit
+optional("aiohttp")
+optional("prometheus_client")
+cv2 = optional("cv2")
+
+
+def _image(shade: int) -> np.ndarray:
+    image = np.full((120, 160, 3), shade, dtype=np.uint8)
+    cv2.putText(image, str(shade), (10, 70), cv2.FONT_HERSHEY_SIMPLEX, 1.5, (0, 0, 255), 3)
+    return image
+
+
+def _feed(sink: LiveSink, shade: int, index: int = 0) -> None:
+    frame = Frame(index=index, image=_image(shade), time=0.0, clock=0.0)
+    sink.write(FrameResult(frame), _image(shade))
+
+
+@pytest.fixture
+def served():
+    state = LiveState(["gate", "yard"], stall_s=3600)
+    server = LiveServer(state, "127.0.0.1", 0)
+    server.start()
+    yield state, server
+    server.stop()
+
+
+def _get(url: str, headers: dict | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_endpoints_answer_from_the_same_state(served):
+    state, server = served
+    counts = {"lines": {"door": {"in": {"person": 1}, "out": {}}}}
+    _feed(LiveSink(state, "gate", counts=lambda: counts, stats=lambda: {"fps": 9.0}), 50)
+    status, body = _get(server.url + "api/state")
+    assert status == 200 and json.loads(body)["gate"]["counts"] == counts
+    status, body = _get(server.url + "metrics")
+    assert status == 200 and b'edgefuse_fps{stream="gate"} 9.0' in body
+    status, body = _get(server.url + "healthz")
+    assert status == 200 and json.loads(body) == {"ok": True, "stalled": []}
+    state.set_up("yard", False)
+    status, body = _get(server.url + "healthz")
+    assert status == 503 and json.loads(body)["stalled"] == ["yard"]
+    assert _get(server.url + "stream/nope.mjpg")[0] == 404
+
+
+def test_the_mjpeg_stream_delivers_each_new_frame(served):
+    state, server = served
+    sink = LiveSink(state, "gate")
+    _feed(sink, 10)
+    with urllib.request.urlopen(server.url + "stream/gate.mjpg", timeout=10) as stream:
+        assert stream.headers["Content-Type"].startswith("multipart/x-mixed-replace")
+        first = _read_part(stream)
+        threading.Thread(target=_feed, args=(sink, 200, 1)).start()
+        second = _read_part(stream)
+    assert cv2.imdecode(np.frombuffer(first, np.uint8), cv2.IMREAD_COLOR).mean() < 60
+    assert cv2.imdecode(np.frombuffer(second, np.uint8), cv2.IMREAD_COLOR).mean() > 150
+
+
+def _read_part(stream) -> bytes:
+    length = None
+    while True:
+        line = stream.readline().strip()
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+        if line == b"" and length is not None:
+            return stream.read(length)
+
+
+def test_a_token_is_required_off_loopback_and_checked():
+    with pytest.raises(InputError, match="without a login"):
+        LiveServer(LiveState(["a"]), "0.0.0.0", 0)
+    state = LiveState(["a"], stall_s=3600)
+    server = LiveServer(state, "127.0.0.1", 0, token="s3cret")
+    server.start()
+    try:
+        assert _get(server.url + "api/state")[0] == 401
+        assert _get(server.url + "api/state?token=s3cret")[0] == 200
+        assert _get(server.url + "api/state", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert _get(server.url + "healthz")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_a_port_in_use_is_a_clear_error(served):
+    _, server = served
+    with pytest.raises(InputError, match=f"cannot serve the live view on 127.0.0.1:{server.port}"):
+        LiveServer(LiveState(["a"]), "127.0.0.1", server.port).start()
+
+
+def _browser():
+    webdriver = optional("selenium.webdriver")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not (chromium and driver):
+        if os.environ.get("CI"):
+            raise RuntimeError("CI must install chromium and chromium-driver (see .ci/run)")
+        pytest.skip("chromium and chromium-driver are not installed")
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    options.page_load_strategy = "eager"  # the MJPEG images never finish loading
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=1200,800"):
+        options.add_argument(argument)
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    state, server = served
+    counts = {"gate": {"lines": {"door": {"in": {"person": 3}, "out": {}}}},
+              "yard": {"zones": {"bay": {"occupancy": {"car": 2}}}}}
+    sinks = {name: LiveSink(state, name, counts=lambda name=name: counts[name])
+             for name in ("gate", "yard")}
+    for sink in sinks.values():
+        _feed(sink, 30)
+    browser = _browser()
+    try:
+        browser.get(server.url)
+        wait = WebDriverWait(browser, 30)
+        for name in sinks:
+            image = browser.find_element(By.ID, f"image-{name}")
+            wait.until(lambda _, image=image: browser.execute_script(
+                "return arguments[0].naturalWidth", image) == 160)
+            before = image.screenshot_as_png
+            _feed(sinks[name], 220, 1)  # a new, brighter frame: the tile must change
+            wait.until(lambda _, image=image, before=before: image.screenshot_as_png != before)
+            shown = browser.find_element(By.ID, f"counts-{name}")
+            wait.until(lambda _, shown=shown, name=name: json.loads(shown.text or "{}")
+                       == counts[name])
+        browser.save_screenshot(str(tmp_path / "live-view.png"))
+    finally:
+        browser.quit()

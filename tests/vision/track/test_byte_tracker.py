@@ -1,0 +1,158 @@
+"""ByteTracker on trajectories with known identities: crossings, misses, low scores, leaks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgefuse.metrics.detect import Detections
+from edgefuse.vision.track import kalman
+from edgefuse.vision.track.assignment import linear_assignment
+from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions
+from tests.needs import optional
+
+pytestmark = pytest.mark.unit
+optional("scipy")
+
+
+def _box(cx: float, cy: float, w: float = 40.0, h: float = 80.0) -> list[float]:
+    return [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
+
+
+def _frame(boxes: list[list[float]], scores: list[float] | None = None,
+           classes: list[int] | None = None) -> Detections:
+    scores = scores if scores is not None else [0.9] * len(boxes)
+    classes = classes if classes is not None else [0] * len(boxes)
+    return Detections(np.array(boxes, dtype=np.float32).reshape(-1, 4),
+                      np.array(scores, dtype=np.float32), np.array(classes))
+
+
+def _ids_by_object(frames: list[Detections], tracker: ByteTracker) -> dict[int, set[int]]:
+    """Which track IDs each ground-truth object (its detection row) was given, over the run."""
+    seen: dict[int, set[int]] = {}
+    for detections in frames:
+        tracks = tracker.update(detections)
+        for track_id, row in zip(tracks.ids, tracks.detection_index, strict=True):
+            if row >= 0:
+                seen.setdefault(int(row), set()).add(int(track_id))
+    return seen
+
+
+def test_two_objects_crossing_paths_keep_their_ids():
+    # A walks right, B walks left on the same row: their boxes overlap fully mid-way
+    frames = [_frame([_box(100 + 8 * t, 200), _box(500 - 8 * t, 204)]) for t in range(50)]
+    seen = _ids_by_object(frames, ByteTracker())
+    assert seen == {0: {1}, 1: {2}}
+
+
+def test_a_missed_object_is_found_again_under_its_id():
+    frames = [_frame([_box(100 + 5 * t, 200)]) for t in range(10)]
+    frames += [_frame([]) for _ in range(5)]  # occluded: no detection for five frames
+    frames += [_frame([_box(100 + 5 * t, 200)]) for t in range(15, 25)]
+    seen = _ids_by_object(frames, ByteTracker())
+    assert seen == {0: {1}}
+
+
+def test_a_low_score_box_extends_its_track_but_starts_none():
+    tracker = ByteTracker()
+    for t in range(5):
+        tracker.update(_frame([_box(100 + 5 * t, 200)]))
+    # partly occluded: the score drops below track_thresh; ByteTrack's second round keeps it
+    tracks = tracker.update(_frame([_box(125, 200)], scores=[0.3]))
+    assert tracks.ids.tolist() == [1]
+    # a low-score box alone never starts a track
+    fresh = ByteTracker()
+    fresh.update(_frame([_box(100, 200)], scores=[0.3]))
+    assert len(fresh.update(_frame([_box(100, 200)], scores=[0.3]))) == 0
+
+
+def test_a_track_is_confirmed_on_its_second_frame_after_the_first():
+    tracker = ByteTracker()
+    tracker.update(_frame([]))
+    assert len(tracker.update(_frame([_box(100, 200)]))) == 0  # seen once: unconfirmed
+    tracks = tracker.update(_frame([_box(102, 200)]))
+    assert tracks.ids.tolist() == [1]
+
+
+def test_lost_tracks_are_forgotten_after_the_buffer():
+    tracker = ByteTracker(TrackerOptions(track_buffer=10))
+    for wave in range(20):  # 20 objects, each seen for 5 frames then gone
+        for t in range(5):
+            tracker.update(_frame([_box(60 * wave + 30, 100 + 3 * t)]))
+    for _ in range(12):
+        tracker.update(_frame([]))
+    assert tracker.live_tracks == 0
+
+
+def test_ids_are_counted_per_tracker():
+    first, second = ByteTracker(), ByteTracker()
+    for t in range(3):
+        a = first.update(_frame([_box(100 + t, 200)]))
+        b = second.update(_frame([_box(300 + t, 200)]))
+    assert a.ids.tolist() == b.ids.tolist() == [1]
+
+
+def test_class_of_the_last_matched_detection_is_kept():
+    tracker = ByteTracker()
+    tracker.update(_frame([_box(100, 200)], classes=[2]))
+    tracks = tracker.update(_frame([_box(101, 200)], classes=[5]))
+    assert tracks.classes.tolist() == [5]
+
+
+def test_assignment_leaves_pairs_above_the_limit_unmatched():
+    cost = np.array([[0.1, 0.9], [0.95, 0.85]])
+    matches, rows, columns = linear_assignment(cost, 0.8)
+    assert matches.tolist() == [[0, 0]]
+    assert rows.tolist() == [1] and columns.tolist() == [1]
+    # lap's extended problem: two matches at 0.4 (0.8) beat one at 0.1 + two left (0.1 + 2 * 0.4)
+    cost = np.array([[0.1, 0.4], [0.4, 0.9]])
+    matches, _, _ = linear_assignment(cost, 0.8)
+    assert sorted(matches.tolist()) == [[0, 1], [1, 0]]
+
+
+def test_kalman_follows_constant_velocity():
+    measurements = kalman.xyxy_to_xyah(np.array([_box(100, 200)]))
+    mean, covariance = kalman.initiate(measurements)
+    for t in range(1, 20):
+        mean, covariance = kalman.predict(mean, covariance)
+        mean, covariance = kalman.update(mean, covariance,
+                                         kalman.xyxy_to_xyah(np.array([_box(100 + 4 * t, 200)])))
+    mean, _ = kalman.predict(mean, covariance)
+    assert mean[0, 0] == pytest.approx(100 + 4 * 20, abs=0.5)  # predicted centre x
+    assert mean[0, 4] == pytest.approx(4.0, abs=0.1)  # velocity x
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="low_thresh 0.6 is above track_thresh 0.5"):
+        TrackerOptions(low_thresh=0.6)
+
+
+def _best_extended_cost(cost: np.ndarray, threshold: float) -> float:
+    """lap's extended objective, minimised by brute force over every partial matching."""
+    rows, columns = cost.shape
+    best = (rows + columns) * threshold / 2  # nothing matched
+
+    def walk(row: int, used: frozenset, total: float, matched: int) -> None:
+        nonlocal best
+        if row == rows:
+            best = min(best, total + (rows + columns - 2 * matched) * threshold / 2)
+            return
+        walk(row + 1, used, total, matched)
+        for column in range(columns):
+            if column not in used:
+                walk(row + 1, used | {column}, total + cost[row, column], matched + 1)
+
+    walk(0, frozenset(), 0.0, 0)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_assignment_solves_laps_extended_problem(seed):
+    rng = np.random.default_rng(seed)
+    shape = tuple(rng.integers(1, 5, size=2))
+    cost = rng.uniform(0.0, 1.0, shape)
+    threshold = float(rng.uniform(0.3, 0.9))
+    matches, rows, columns = linear_assignment(cost, threshold)
+    achieved = cost[matches[:, 0], matches[:, 1]].sum() + (len(rows) + len(columns)) * threshold / 2
+    assert achieved == pytest.approx(_best_extended_cost(cost, threshold))
+    assert (cost[matches[:, 0], matches[:, 1]] < threshold).all()
