@@ -21,6 +21,8 @@ from edgefuse import _records as rec
 from edgefuse.errors import Ref
 from edgefuse.model_info import ACTIVATIONS, LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
+from edgefuse.vision.streams.live_files import Rotation
+from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
 
 _REF = Ref.BAD_CONFIG
@@ -43,8 +45,12 @@ class AppConfig:
     save: str | None = None
     jsonl: str | None = None
     show: bool = False
+    jsonl_rotate: Rotation | None = Rotation()  # live sources: the JSON Lines' rotation
+    segment_s: float | None = 300.0  # live sources: --save video in segments of this length
+    segment_keep: int | None = None  # live sources: video segments kept (null: all)
     queue_size: int = 2
-    in_flight: int = 3
+    in_flight: int | None = None  # live sources; null: from the measured stage times
+    stop_timeout_s: float = STOP_TIMEOUT_S  # a stop drops frames in flight after this long
     stats_every: float = 5.0
     serial: bool = False
     reconnect: Reconnect = Reconnect()
@@ -179,6 +185,27 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
     return lambda value, key, where: rec.choice(value, key, choices, where, _REF)
 
 
+def _rotation(value: Any, key: str, where: str) -> Rotation:
+    if isinstance(value, Rotation):
+        return value
+    data = _mapping(value, key, where)
+    rec.check_keys(data, ("max_mb", "keep"), f"{where} '{key}'".strip(), _REF)
+    merged = {**dataclasses.asdict(Rotation()), **data}
+    max_mb = rec.number(merged["max_mb"], f"{key}.max_mb", where, _REF, low=0)
+    if max_mb <= 0:
+        raise rec.bad(f"'{key}.max_mb' must be above 0, got {max_mb!r}", where, _REF,
+                      hint=f"set {key}: null to never rotate")
+    return Rotation(float(max_mb), int(rec.number(merged["keep"], f"{key}.keep", where, _REF,
+                                                  low=0, integer=True)))
+
+
+def _above_zero(value: Any, key: str, where: str) -> float:
+    number = float(rec.number(value, key, where, _REF, low=0))
+    if number <= 0:
+        raise rec.bad(f"'{key}' must be above 0, got {value!r}", where, _REF)
+    return number
+
+
 def _palette(value: Any, key: str, where: str) -> str | tuple[Any, ...]:
     if isinstance(value, str):
         return value
@@ -202,8 +229,12 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "save": _optional(_text),
     "jsonl": _optional(_text),
     "show": _boolean,
+    "jsonl_rotate": _optional(_rotation),
+    "segment_s": _optional(_above_zero),
+    "segment_keep": _optional(_int(1)),
     "queue_size": _int(1),
-    "in_flight": _int(1),
+    "in_flight": _optional(_int(1)),
+    "stop_timeout_s": _above_zero,
     "stats_every": _positive_float,
     "serial": _boolean,
     "reconnect": _record(Reconnect),

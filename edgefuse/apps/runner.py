@@ -8,13 +8,16 @@ with its ``config.yaml``; the logic is here and in ``edgefuse.apps.detection`` /
 
 Order of a run: check the config, open the model (a wrong kind of model fails here), warm it up,
 open the source (an unreadable source fails before any output file is created), create the
-sinks, run the pipeline, print the summary. Periodic stats lines go to stderr, the summary and
+sinks, run the pipeline, print the summary. SIGTERM, SIGHUP and Ctrl-C stop it cleanly
+(``stopping.py``: exit 0, or 130 for Ctrl-C); under systemd it reports ready, alive and stopping
+(``systemd.py``). Periodic stats lines go to stderr, the summary and
 the files written to stdout (to stderr, before the error, when a stage failed).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 from collections.abc import Callable
@@ -24,6 +27,8 @@ from typing import Any
 from edgefuse.apps import config as app_config
 from edgefuse.apps.config import AppConfig
 from edgefuse.apps.models import resolve_model
+from edgefuse.apps.stopping import EXIT_CODES, stop_on_signals
+from edgefuse.apps.systemd import Notifier, Watch
 from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import AppInfo
 from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
@@ -114,44 +119,63 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
         task.warm_up()
         source = open_source(config.source, stride=config.stride, live=config.live,
                              reconnect=config.reconnect, camera=config.camera)
-        try:
-            sinks = make_sinks(config)
-        except BaseException:
-            source.close()
-            raise
-        note = f"; {task.layout_note}" if task.layout_note else ""
-        print(f"{model_source.label}: {task.layout} on {session.backend}; source {source.name} "
-              f"({'live' if source.live else 'every frame'}){note}", file=sys.stderr)
-        pipeline = Pipeline(
-            source, task, sinks, queue_size=config.queue_size, in_flight=config.in_flight,
-            max_frames=config.max_frames, report_every=config.stats_every or None,
-            report=lambda snapshot: print(snapshot.line(), file=sys.stderr),
-        )
-        try:
-            summary = pipeline.run(concurrent=not config.serial)
-        except BaseException:
-            print(pipeline.stats.snapshot().summary(), file=sys.stderr)
-            raise
+        with stop_on_signals() as stop_requests:
+            try:
+                sinks = make_sinks(config, live=source.live)
+            except BaseException:
+                source.close()
+                raise
+            note = f"; {task.layout_note}" if task.layout_note else ""
+            print(f"{model_source.label}: {task.layout} on {session.backend}; source "
+                  f"{source.name} ({'live' if source.live else 'every frame'}){note}",
+                  file=sys.stderr)
+            pipeline = Pipeline(
+                source, task, sinks, queue_size=config.queue_size, in_flight=config.in_flight,
+                max_frames=config.max_frames, stop_timeout_s=config.stop_timeout_s,
+                report_every=config.stats_every or None,
+                report=lambda snapshot: print(snapshot.line(), file=sys.stderr),
+            )
+            stop_requests.attach(pipeline)
+            notifier = Notifier.from_environment()
+            try:
+                with Watch(notifier, pipeline) if notifier else contextlib.nullcontext():
+                    summary = pipeline.run(concurrent=not config.serial)
+            except BaseException:
+                print(pipeline.stats.snapshot().summary(), file=sys.stderr)
+                raise
     print(summary.stats.summary())
     for path in (config.save, config.jsonl):
         if path and Path(path).exists():
             print(f"wrote {path}")
+    for sink in sinks:
+        if isinstance(sink, VideoSink) and sink.segments:
+            print(f"wrote {len(sink.segments)} video segment(s): {sink.segments[0]} .. "
+                  f"{sink.segments[-1]}")
     if summary.reason != "end":
-        print(f"stopped: {summary.reason.replace('_', ' ')}")
-    return 130 if summary.reason == "interrupted" else 0
+        capture = summary.stats.totals.get("capture")
+        read = capture.count if capture is not None else 0
+        ending = ("the frames in flight were dropped" if summary.aborted
+                  else "every one finished")
+        print(f"stopped: {summary.reason.replace('_', ' ')} after {read} frames read, {ending}")
+    return EXIT_CODES.get(summary.reason, 0)
 
 
-def make_sinks(config: AppConfig) -> list[Sink]:
+def make_sinks(config: AppConfig, *, live: bool = False) -> list[Sink]:
+    """The sinks the config names; a live source's JSONL is appended as it goes (rotated) and its
+    video cut into finished segments, a file source's are renamed into place at the end."""
     sinks: list[Sink] = []
     if config.jsonl:
-        sinks.append(JsonlSink(config.jsonl))
+        sinks.append(JsonlSink(config.jsonl, append=live,
+                               rotate=config.jsonl_rotate if live else None))
     if config.save:
         suffix = Path(config.save).suffix.lower()
         if suffix in IMAGE_SUFFIXES:
             raise InputError(f"--save '{config.save}' names one image",
                              hint="give a folder for images (--save out/) or a video name "
                                   f"({', '.join(VIDEO_CODECS)})", reference=Ref.BAD_OUTPUT_PATH)
-        sinks.append(VideoSink(config.save) if suffix else ImageFolderSink(config.save))
+        sinks.append(VideoSink(config.save, segment_s=config.segment_s if live else None,
+                               keep=config.segment_keep)
+                     if suffix else ImageFolderSink(config.save))
     if config.show:
         if display_available():
             sinks.append(WindowSink())

@@ -9,6 +9,7 @@ in them are board paths under the spec's install prefix, never the build host's.
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from edgefuse.apps.config import from_mapping
+from edgefuse.apps.stopping import stop_bound_s
 from edgefuse.bundle.digests import PACKAGE_DIR
 from edgefuse.bundle.spec import BuildSpec
 from edgefuse.bundle.spec_checks import APP_CONFIGS
@@ -23,6 +25,7 @@ from edgefuse.bundle.spec_checks import APP_CONFIGS
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 APPS_DIR = PACKAGE_DIR.parent / "apps"  # the checkout's thin app wrappers and their configs
 VERBS = {"detection": "detect", "segmentation": "segment"}
+WATCHDOG_S = 30  # a pipeline with no finished frame for this long is restarted by systemd
 _DRIVER_LIBS = "/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/driver/lib64/common"
 
 
@@ -74,7 +77,12 @@ def app_config(spec: BuildSpec) -> str:
 
 def unit_file(spec: BuildSpec) -> str:
     service = spec.service
+    config = from_mapping(APP_CONFIGS[spec.app["kind"]], yaml.safe_load(app_config(spec)),
+                          "app config")
     return render("service.service", {
+        "WATCHDOG_SEC": str(WATCHDOG_S),
+        "TIMEOUT_STOP_SEC": str(math.ceil(stop_bound_s(config.stop_timeout_s,
+                                                       config.reconnect.timeout_s))),
         "BUNDLE_ID": spec.bundle_id,
         "BUNDLE_NAME": spec.name,
         "APP_KIND": spec.app["kind"],

@@ -84,6 +84,9 @@ def test_the_service_files_run_the_app_from_the_installed_bundle(small_build):
            "/opt/edgefuse/small/current/app/config.yaml" in unit
     assert "User=HwHiAiUser" in unit and "Restart=always" in unit
     assert "WantedBy=multi-user.target" in unit
+    # The app notifies systemd and stops within stop_bound_s (10 + 5 + 5 + 1 + 5 s by default).
+    assert "Type=notify" in unit and "NotifyAccess=main" in unit and "WatchdogSec=30" in unit
+    assert "TimeoutStopSec=26\n" in unit
     env = (bundle / "env/edgefuse-small.env").read_text()
     assert "ASCEND_OPP_PATH=/usr/local/Ascend/ascend-toolkit/latest/opp" in env
     assert "EDGEFUSE_LOG=info" in env and "ASCEND_CUSTOM_OPP_PATH" not in env

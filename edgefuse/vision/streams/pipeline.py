@@ -7,18 +7,25 @@ pre/post-processing overlap inference and the frame rate approaches the model's 
 (the serial loop most reference apps use pays for every stage on every frame). Each stage has
 one thread, so frames leave in the order they came. Queues hold ``queue_size`` frames: a file
 source is pushed back on, never dropped. A live source is read ahead by at most ``in_flight``
-frames; the rest wait in its one-frame slot, where newer frames replace them, so latency stays
-bounded by a few frame times instead of growing.
+frames (default: derived from the measured stage times, see ``in_flight.py``); the rest wait in
+its one-frame slot, where newer frames replace them, so latency stays bounded.
 
 Shutdown, every way out ends with every thread joined, every sink closed and a summary:
 - end of stream or ``max_frames``: capture sends an end marker that drains the stages, so every
   frame read from a file is processed and written;
-- ``stop()`` or a first Ctrl-C: capture stops reading and the frames in flight are finished; a
-  second Ctrl-C aborts;
+- ``stop()``, a first ``interrupt()`` or a first Ctrl-C: capture stops reading and the frames in
+  flight are finished; a second one aborts (the frames in flight are dropped, the sinks are
+  still closed, so what is complete is committed); frames in flight that are not finished
+  within ``stop_timeout_s`` are aborted the same way, so a stop takes a bounded time;
 - a stage raises: every stage stops at its next queue operation and ``run`` raises that error;
 - a sink raises ``SinkClosed``: reading stops, the frames in flight are discarded.
 Every queue operation waits with a timeout and checks the abort flag, so no thread can hang on a
-queue; a live reader stuck in a network read is left as a daemon thread after a timeout.
+queue. The thread calling ``run`` waits on one completion event per stage thread, set in the
+thread's ``finally``, and the whole wait sits inside the KeyboardInterrupt handling: a Ctrl-C
+landing anywhere in it is counted as an interrupt and the wait goes on, so ``run`` never returns
+(nor closes a sink) while a stage thread still works. A stage stuck in a call that never returns
+(a hung device) is left behind as a daemon thread ``ABORT_WAIT_S`` after an abort; the sinks are
+then closed only if the sink thread itself has ended (no write can follow a close).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +42,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from edgefuse.vision.streams.frames import FrameResult
+from edgefuse.vision.streams.in_flight import InFlight
 from edgefuse.vision.streams.sinks import Sink, SinkClosed
 from edgefuse.vision.streams.sources import Source
 from edgefuse.vision.streams.stats import PipelineStats, StatsSnapshot
@@ -43,7 +52,8 @@ log = logging.getLogger(__name__)
 STAGES = ("capture", "preprocess", "infer", "postprocess", "sink")
 _END = object()
 _POLL_S = 0.05
-_JOIN_S = 10.0
+STOP_TIMEOUT_S = 10.0  # default: a stop finishes the frames in flight within this, or aborts
+ABORT_WAIT_S = 5.0  # after an abort, how long the stage threads get to notice it
 
 
 class Task(Protocol):
@@ -62,11 +72,13 @@ class Task(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
-    """How a run ended (``end``, ``max_frames``, ``stopped``, ``interrupted``, ``sink_closed``)
-    and its statistics."""
+    """How a run ended (``end``, ``max_frames``, ``stopped``, ``interrupted``, ``sink_closed``,
+    or the reason given to ``interrupt``), whether the frames in flight were dropped by an
+    abort, and the statistics."""
 
     reason: str
     stats: StatsSnapshot
+    aborted: bool = False
 
 
 class Pipeline:
@@ -79,8 +91,9 @@ class Pipeline:
         sinks: Sequence[Sink] = (),
         *,
         queue_size: int = 2,
-        in_flight: int = 3,
+        in_flight: int | None = None,
         max_frames: int | None = None,
+        stop_timeout_s: float | None = STOP_TIMEOUT_S,
         report_every: float | None = 5.0,
         report: Callable[[StatsSnapshot], None] | None = None,
     ) -> None:
@@ -88,8 +101,8 @@ class Pipeline:
         self.task = task
         self.sinks = list(sinks)
         self.queue_size = max(int(queue_size), 1)
-        self.in_flight = max(int(in_flight), 1)
         self.max_frames = max_frames
+        self.stop_timeout_s = stop_timeout_s
         self.report_every = report_every
         self.report = report or (lambda snapshot: log.info("%s", snapshot.line()))
         self.stats = PipelineStats(STAGES)
@@ -98,7 +111,10 @@ class Pipeline:
         self._error: BaseException | None = None
         self._error_lock = threading.Lock()
         self._reason = "end"
-        self._tokens = threading.Semaphore(self.in_flight) if source.live else None
+        self._aborted = False
+        self._interrupts: list[str] = []  # appended from signal handlers: handled by run's wait
+        self.first_frame = threading.Event()  # set when the first frame was read
+        self._tokens = InFlight(in_flight, self.stats) if source.live else None
         self._needs_image = any(sink.needs_image for sink in self.sinks)
         self._sink_closed = False
         self._read = 0
@@ -106,30 +122,48 @@ class Pipeline:
 
     # ---- public -------------------------------------------------------------------------------
 
+    @property
+    def in_flight(self) -> int | None:
+        """The live source's current frames-in-flight limit (None for a file source)."""
+        return None if self._tokens is None else self._tokens.limit
+
+    @property
+    def stopping(self) -> bool:
+        """Whether reading has stopped (a stop, an interrupt, the end of the source)."""
+        return self._stop.is_set() or self._abort.is_set()
+
     def run(self, *, concurrent: bool = True) -> RunSummary:
         """Process the source to its end; ``concurrent=False`` runs every stage in this thread
         (the serial loop, for comparison). Raises the first error a stage raised."""
         self.source.attach(self.stats)
+        sinks_idle = True
         try:
             for sink in self.sinks:
                 sink.start(fps=self.source.fps, describe=self.task.describe)
             self.stats.restart()
             if concurrent:
-                self._run_threads()
+                sinks_idle = self._run_threads()
             else:
                 self._run_serial()
         finally:
-            self._shutdown()
+            self._shutdown(close_sinks=sinks_idle)
         if self._error is not None:
             raise self._error
         snapshot = self.stats.snapshot()
-        return RunSummary(self._reason, snapshot)
+        return RunSummary(self._reason, snapshot, self._aborted)
 
     def stop(self, reason: str = "stopped") -> None:
         """Stop reading; the frames already read are finished. Safe from any thread."""
         if not self._stop.is_set():
             self._reason = reason
             self._stop.set()
+
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """The first call stops like ``stop(reason)``, the second aborts. Safe from a signal
+        handler: it only records the request (a list append), which the thread in ``run`` acts
+        on within ``_POLL_S``; a handler that took a lock here could deadlock on the very thread
+        it interrupted."""
+        self._interrupts.append(reason)
 
     # ---- stages -------------------------------------------------------------------------------
 
@@ -148,6 +182,7 @@ class Pipeline:
                 self._tokens.release()
             return _END if self.source.finished else None
         self._read += 1
+        self.first_frame.set()
         self.stats.record("capture", frame.decode_s)
         result = FrameResult(frame)
         result.timings_ms["capture"] = frame.decode_s * 1e3
@@ -204,8 +239,12 @@ class Pipeline:
         self._last_report = time.perf_counter()
         steps = (("preprocess", self._preprocess), ("infer", self._infer),
                  ("postprocess", self._postprocess))
+        handled = 0
         try:
             while True:
+                handled = self._take_interrupts(handled)
+                if self._abort.is_set():
+                    return
                 item = self._capture_one()
                 if item is _END:
                     return
@@ -219,46 +258,106 @@ class Pipeline:
         except BaseException as exc:  # noqa: BLE001 - run() raises it after shutting down
             self._fail(exc)
 
-    def _run_threads(self) -> None:
+    def _run_threads(self) -> bool:
+        """Runs the stage threads and waits for them; returns whether the sink thread ended."""
         self._read = 0
         self._last_report = time.perf_counter()
         queues = [queue.Queue(maxsize=self.queue_size) for _ in range(4)]
-        workers = [
-            threading.Thread(target=self._guard(self._capture_loop, queues[0]),
-                             name="edgefuse-capture"),
-            *[threading.Thread(target=self._guard(self._stage_loop, name, step, q_in, q_out),
-                               name=f"edgefuse-{name}")
+        loops = [
+            ("capture", self._capture_loop, (queues[0],)),
+            *[(name, self._stage_loop, (name, step, q_in, q_out))
               for name, step, q_in, q_out in (
                   ("preprocess", self._preprocess, queues[0], queues[1]),
                   ("infer", self._infer, queues[1], queues[2]),
                   ("postprocess", self._postprocess, queues[2], queues[3]))],
-            threading.Thread(target=self._guard(self._sink_loop, queues[3]), name="edgefuse-sink"),
+            ("sink", self._sink_loop, (queues[3],)),
         ]
-        for worker in workers:
-            worker.daemon = True
-            worker.start()
-        interrupts = 0
-        while any(worker.is_alive() for worker in workers):
-            try:
-                for worker in workers:
-                    worker.join(timeout=_POLL_S)
-            except KeyboardInterrupt:
-                interrupts += 1
-                if interrupts == 1:
-                    log.warning("stopping: finishing the frames in flight (Ctrl-C again to abort)")
-                    self.stop("interrupted")
-                else:
-                    self._reason = "interrupted"
-                    self._abort.set()
-        for worker in workers:
-            worker.join(timeout=_JOIN_S)
+        done = [threading.Event() for _ in loops]
+        workers = [threading.Thread(target=self._guard(loop, event, *args),
+                                    name=f"edgefuse-{name}", daemon=True)
+                   for (name, loop, args), event in zip(loops, done, strict=True)]
+        self._start(workers)
+        self._wait(workers, done)
+        return done[-1].is_set()
 
-    def _guard(self, loop: Callable[..., None], *args: Any) -> Callable[[], None]:
+    def _start(self, workers: list[threading.Thread]) -> None:
+        """Starts the stage threads with Ctrl-C recorded instead of raised: a KeyboardInterrupt
+        inside ``Thread.start`` cannot tell whether the thread started. Only where Python's own
+        SIGINT handler is installed (the main thread; a program with its own handler keeps it),
+        and only for these few microseconds."""
+        defer = (threading.current_thread() is threading.main_thread()
+                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        previous = (signal.signal(signal.SIGINT, lambda *_: self.interrupt("interrupted"))
+                    if defer else None)
+        try:
+            for worker in workers:
+                worker.start()
+        finally:
+            if defer:
+                signal.signal(signal.SIGINT, previous)
+
+    def _wait(self, workers: list[threading.Thread], done: list[threading.Event]) -> None:
+        """Until every stage thread has ended (each sets its event in its ``finally``), acting
+        on interrupts and the stop timeout. Every statement of the wait is inside the
+        KeyboardInterrupt handling: a Ctrl-C anywhere in it is one more interrupt."""
+        handled = 0
+        stop_deadline: float | None = None
+        abort_deadline: float | None = None
+        while True:
+            try:
+                while not all(event.is_set() for event in done):
+                    handled = self._take_interrupts(handled)
+                    now = time.monotonic()
+                    if (stop_deadline is None and self.stop_timeout_s is not None
+                            and self._stop.is_set()):
+                        stop_deadline = now + self.stop_timeout_s
+                    if (stop_deadline is not None and now >= stop_deadline
+                            and not self._abort.is_set()):
+                        log.warning("the frames in flight did not finish within %g s "
+                                    "(stop_timeout_s); dropping them", self.stop_timeout_s)
+                        self._abort_now()
+                    if self._abort.is_set():
+                        abort_deadline = abort_deadline or now + ABORT_WAIT_S
+                        if now >= abort_deadline:
+                            stuck = [worker.name for worker, event
+                                     in zip(workers, done, strict=True) if not event.is_set()]
+                            log.error("%s still busy %g s after the abort (a call that never "
+                                      "returns?); left behind", ", ".join(stuck), ABORT_WAIT_S)
+                            return
+                    next(event for event in done if not event.is_set()).wait(_POLL_S)
+                for worker in workers:  # each has set its event: only its exit is left
+                    worker.join()
+                return
+            except KeyboardInterrupt:
+                self._interrupts.append("interrupted")
+
+    def _take_interrupts(self, handled: int) -> int:
+        """Acts on the interrupts recorded since the ``handled`` first: stop, then abort."""
+        while handled < len(self._interrupts):
+            reason = self._interrupts[handled]
+            handled += 1
+            if handled == 1:
+                log.warning("stopping (%s): finishing the frames in flight (again to abort)",
+                            reason)
+                self.stop(reason)
+            elif not self._abort.is_set():
+                log.warning("aborting (%s): dropping the frames in flight", reason)
+                self._abort_now()
+        return handled
+
+    def _abort_now(self) -> None:
+        self._aborted = True
+        self._abort.set()
+
+    def _guard(self, loop: Callable[..., None], done: threading.Event,
+               *args: Any) -> Callable[[], None]:
         def body() -> None:
             try:
                 loop(*args)
             except BaseException as exc:  # noqa: BLE001 - run() raises it after shutting down
                 self._fail(exc)
+            finally:
+                done.set()
         return body
 
     def _fail(self, exc: BaseException) -> None:
@@ -311,17 +410,19 @@ class Pipeline:
                 continue
         return None
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, *, close_sinks: bool) -> None:
+        """Close the source and every sink once; a Ctrl-C here is one more interrupt, never a
+        reason to leave a sink unclosed."""
         self.stats.finish()
         errors = []
-        try:
-            self.source.close()
-        except Exception as exc:  # noqa: BLE001 - reported below, after the sinks are closed
-            errors.append(exc)
-        for sink in self.sinks:
+        for close in [self.source.close, *(sink.close for sink in self.sinks if close_sinks)]:
             try:
-                sink.close()
-            except Exception as exc:  # noqa: BLE001 - every sink gets its close
+                close()
+            except KeyboardInterrupt:
+                self._interrupts.append("interrupted")
+            except Exception as exc:  # noqa: BLE001 - every sink gets its close; reported below
                 errors.append(exc)
+        if not close_sinks and self.sinks:
+            log.error("the sink thread is still busy: the outputs were left unfinished")
         if errors and self._error is None:
             self._error = errors[0]

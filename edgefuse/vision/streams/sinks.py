@@ -1,9 +1,13 @@
 """Where results go: annotated video, JSON Lines, annotated images, a window, a Python callback.
 
-Why files appear only when complete: a video or JSON Lines file is written under a temporary
-name next to its target and renamed into place when the sink closes (the pipeline closes every
-sink on every way out: end of stream, Ctrl-C, a failing stage), so a reader never sees a file
-that is still growing or was cut by a crash. Images are written one by one the same way.
+Why files appear only when complete: for a file source, a video or JSON Lines file is written
+under a temporary name next to its target and renamed into place when the sink closes (the
+pipeline closes every sink on every way out: end of stream, Ctrl-C, SIGTERM, a failing stage),
+so a reader never sees a file that is still growing or was cut by a crash. Images are written
+one by one the same way. A live source never ends, so there the JSON Lines are appended record
+by record (``append=True``, with rotation) and the video is cut into finished segments
+(``segment_s``): see ``live_files.py``. Temporaries an earlier, crashed run left behind are
+recovered or removed when a sink opens (``staging.py``).
 
 The JSON Lines record, one per frame (``FRAME_SCHEMA`` names the keys)::
 
@@ -26,8 +30,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -36,9 +40,10 @@ from typing import Any
 import numpy as np
 
 from edgefuse._cv import cv2
-from edgefuse._files import FILE_MODE, check_output_path, umask
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.streams.frames import FrameResult
+from edgefuse.vision.streams.live_files import AppendedLines, Rotation, VideoSegments
+from edgefuse.vision.streams.staging import Staged, recover_jsonl_leftovers, remove_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -84,47 +89,37 @@ def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
     return record
 
 
-class _Staged:
-    """A file written under a temporary name next to ``path`` and renamed on ``commit``.
-
-    ``mkstemp`` creates the temporary file 0600; ``commit`` gives it the mode a plain ``open``
-    would have (0666 less the umask), so outputs are shared as every other tool's are.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], suffix: str) -> None:
-        self.path = Path(path)
-        parent = check_output_path(self.path)
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=suffix, dir=parent)
-        os.close(fd)
-        self.tmp = Path(name)
-
-    def commit(self) -> None:
-        os.chmod(self.tmp, FILE_MODE & ~umask())
-        os.replace(self.tmp, self.path)
-
-    def discard(self) -> None:
-        self.tmp.unlink(missing_ok=True)
-
-
 class JsonlSink(Sink):
-    """One JSON record per frame (the module docstring's schema)."""
+    """One JSON record per frame (the module docstring's schema): staged and renamed at the end,
+    or with ``append=True`` (live sources) appended and flushed per record, rotated by
+    ``rotate``."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._file = _Staged(path, ".tmp")
-        self._handle = open(self._file.tmp, "w", encoding="utf-8")  # noqa: SIM115 - held open
+    def __init__(self, path: str | os.PathLike[str], *, append: bool = False,
+                 rotate: Rotation | None = None) -> None:
+        path = Path(path)
+        recover_jsonl_leftovers(path)
+        self._file: Staged | None = None
+        if append:
+            self._lines = AppendedLines(path, rotate)
+        else:
+            self._file = Staged(path, ".tmp")
+            self._lines = AppendedLines(self._file.tmp)
         self._describe: Describe = lambda _: {}
+        self._closed = False
 
     def start(self, *, fps: float | None, describe: Describe) -> None:
         self._describe = describe
 
     def write(self, result: FrameResult, image: np.ndarray | None) -> None:
-        self._handle.write(json.dumps(frame_record(result, self._describe)) + "\n")
+        self._lines.write(json.dumps(frame_record(result, self._describe)) + "\n")
 
     def close(self) -> None:
-        if self._handle.closed:
+        if self._closed:
             return
-        self._handle.close()
-        self._file.commit()
+        self._closed = True
+        self._lines.close()
+        if self._file is not None:
+            self._file.commit()
 
 
 class VideoFile:
@@ -134,13 +129,8 @@ class VideoFile:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
-        suffix = Path(path).suffix.lower()
-        if suffix not in VIDEO_CODECS:
-            raise InputError(f"cannot tell the video format of '{path}'",
-                             hint=f"end the name in one of {', '.join(VIDEO_CODECS)}, or give "
-                                  "a folder to save images", reference=Ref.BAD_OUTPUT_PATH)
-        self._file = _Staged(path, suffix)
-        self._codec = VIDEO_CODECS[suffix]
+        self._codec = _video_codec(Path(path))
+        self._file = Staged(path, Path(path).suffix.lower())
         self.fps = fps
         self._writer: Any = None
         self._size: tuple[int, int] | None = None
@@ -175,6 +165,16 @@ class VideoFile:
             log.warning("no frame reached %s; nothing written", self._file.path)
 
 
+def _video_codec(path: Path) -> str:
+    """The FourCC for the video ``path`` names (by its suffix); a user error for any other."""
+    suffix = path.suffix.lower()
+    if suffix not in VIDEO_CODECS:
+        raise InputError(f"cannot tell the video format of '{path}'",
+                         hint=f"end the name in one of {', '.join(VIDEO_CODECS)}, or give "
+                              "a folder to save images", reference=Ref.BAD_OUTPUT_PATH)
+    return VIDEO_CODECS[suffix]
+
+
 def write_video(path: str | os.PathLike[str], frames: Iterable[np.ndarray], fps: float) -> int:
     """Write BGR uint8 ``frames`` to ``path`` (all or nothing); returns how many were written."""
     video = VideoFile(path, fps=fps)
@@ -190,22 +190,44 @@ def write_video(path: str | os.PathLike[str], frames: Iterable[np.ndarray], fps:
 
 
 class VideoSink(Sink):
-    """The annotated frames as a video (``VideoFile``) at the source's frame rate."""
+    """The annotated frames as a video (``VideoFile``) at the source's frame rate; with
+    ``segment_s`` (live sources), as finished segments of that many seconds (``VideoSegments``),
+    the oldest beyond ``keep`` deleted."""
 
     needs_image = True
 
-    def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
-        self._video = VideoFile(path, fps=fps)
+    def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None,
+                 segment_s: float | None = None, keep: int | None = None) -> None:
+        path = Path(path)
+        self._video: VideoFile | None = None
+        self._segments: VideoSegments | None = None
+        if segment_s is None:
+            remove_leftovers(path.parent, re.escape(path.name), path.suffix.lower(), "video")
+            self._video = VideoFile(path, fps=fps)
+        else:
+            _video_codec(path)
+            self._segments = VideoSegments(path, lambda name, rate: VideoFile(name, fps=rate),
+                                           segment_s=segment_s, keep=keep, fps=fps)
 
     def start(self, *, fps: float | None, describe: Describe) -> None:
-        self._video.fps = self._video.fps or fps or DEFAULT_FPS
+        target = self._video or self._segments
+        target.fps = target.fps or fps or DEFAULT_FPS
 
     def write(self, result: FrameResult, image: np.ndarray | None) -> None:
-        if image is not None:
+        if image is None:
+            return
+        if self._segments is not None:
+            self._segments.write(image, result.frame.time)
+        else:
             self._video.write(image)
 
+    @property
+    def segments(self) -> list[Path]:
+        """The finished segments, oldest first (empty without ``segment_s``)."""
+        return [] if self._segments is None else list(self._segments.finished)
+
     def close(self) -> None:
-        self._video.close()
+        (self._video or self._segments).close()
 
 
 class ImageFolderSink(Sink):
@@ -224,6 +246,7 @@ class ImageFolderSink(Sink):
                              reference=Ref.BAD_OUTPUT_PATH)
         self.folder.mkdir(exist_ok=True)
         self._suffix = suffix
+        remove_leftovers(self.folder, ".+", ".tmp", "image")
 
     def write(self, result: FrameResult, image: np.ndarray | None) -> None:
         if image is None:
@@ -234,7 +257,7 @@ class ImageFolderSink(Sink):
         if not ok:
             raise InputError(f"OpenCV cannot encode {self._suffix} images",
                              reference=Ref.BAD_OUTPUT_PATH)
-        staged = _Staged(self.folder / f"{stem}{self._suffix}", ".tmp")
+        staged = Staged(self.folder / f"{stem}{self._suffix}", ".tmp")
         try:
             staged.tmp.write_bytes(data.tobytes())
             staged.commit()

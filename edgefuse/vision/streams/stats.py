@@ -151,6 +151,21 @@ class PipelineStats:
         with self._lock:
             self._counters[event] = self._counters.get(event, 0) + amount
 
+    @property
+    def frames_done(self) -> int:
+        """Frames through the whole pipeline so far (cheap: for health checks)."""
+        with self._lock:
+            return self._frames
+
+    def recent_p50_ms(self, stages: Iterable[str]) -> dict[str, tuple[float, int]]:
+        """(p50 in ms, samples) of each of ``stages`` over the window: cheap beside
+        ``snapshot``, which also takes the run's percentiles."""
+        now = self._clock()
+        with self._lock:
+            since = (self._end if self._end is not None else now) - self.window_s
+            values = {name: [v for t, v in self._recent[name] if t >= since] for name in stages}
+        return {name: (float(np.median(v)) * 1e3, len(v)) for name, v in values.items() if v}
+
     def counter(self, event: str) -> int:
         with self._lock:
             return self._counters.get(event, 0)

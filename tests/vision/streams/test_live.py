@@ -8,14 +8,13 @@ runs on a thread that must end within it.
 
 from __future__ import annotations
 
-import http.server
-import socketserver
 import threading
 import time
 
 import numpy as np
 import pytest
 
+from edgefuse.testing.mjpeg import MjpegServer, decode_number
 from edgefuse.vision.streams.pipeline import Pipeline
 from edgefuse.vision.streams.sinks import CallbackSink
 from edgefuse.vision.streams.sources import Reconnect, open_source
@@ -24,82 +23,6 @@ from tests.needs import optional
 pytestmark = pytest.mark.unit
 
 cv2 = optional("cv2")
-
-DIGITS = 3  # frame numbers up to 16**3, one 16 x 16 grey block per hex digit (JPEG-proof)
-
-
-def encode_number(number: int) -> np.ndarray:
-    image = np.zeros((16, 16 * DIGITS, 3), np.uint8)
-    for position in range(DIGITS):
-        digit = (number >> (4 * (DIGITS - 1 - position))) & 0xF
-        image[:, 16 * position:16 * (position + 1)] = digit * 16 + 8
-    return image
-
-
-def decode_number(image: np.ndarray) -> int:
-    number = 0
-    for position in range(DIGITS):
-        value = float(image[4:12, 16 * position + 4:16 * position + 12].mean())
-        number = number * 16 + int(round((value - 8) / 16))
-    return number
-
-
-class MjpegServer:
-    """Streams numbered JPEG frames at ``fps``; records when each number was sent."""
-
-    def __init__(self, fps: float = 250.0) -> None:
-        self.fps = fps
-        self.sent: dict[int, float] = {}
-        self.next_number = 0
-        self.port = 0
-        self.running = threading.Event()
-        self._server: socketserver.TCPServer | None = None
-
-    def start(self) -> None:
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802 - http.server's name
-                self.send_response(200)
-                self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
-                self.end_headers()
-                try:
-                    while owner.running.is_set():
-                        number = owner.next_number
-                        owner.next_number += 1
-                        data = cv2.imencode(".jpg", encode_number(number),
-                                            [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
-                        owner.sent[number] = time.perf_counter()
-                        self.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\n"
-                                         b"Content-Length: %d\r\n\r\n" % len(data) + data + b"\r\n")
-                        time.sleep(1 / owner.fps)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-        self._server = Server(("127.0.0.1", self.port), Handler)
-        self.port = self._server.server_address[1]
-        self.running.set()
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    def stop(self) -> None:
-        self.running.clear()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/stream.mjpg"
-
 
 class SlowTask:
     """Decodes the frame number; inference takes 20 ms (50 fps against a 250 fps stream)."""

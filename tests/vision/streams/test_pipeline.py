@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import _thread
 import json
+import signal
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from edgefuse.vision.streams.pipeline import Pipeline
+from edgefuse.vision.streams.pipeline import STAGES, Pipeline
 from edgefuse.vision.streams.sinks import (
     FRAME_SCHEMA,
     CallbackSink,
@@ -59,6 +59,12 @@ class EchoTask:
 
     def describe(self, result):
         return {"value": result}
+
+
+def ctrl_c() -> None:
+    """A real SIGINT to the main thread, as a terminal's Ctrl-C: it interrupts the main thread
+    inside a blocking wait (``_thread.interrupt_main`` only raises at the next bytecode)."""
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def numbered_frames(count: int) -> list[np.ndarray]:
@@ -126,30 +132,186 @@ def test_a_closed_sink_stops_the_pipeline_cleanly():
     assert pipeline_threads() == []
 
 
-def test_ctrl_c_finishes_the_frames_in_flight_and_summarises():
-    results = []
-    pipeline = Pipeline(open_source(numbered_frames(500)), EchoTask(delay=0.02),
-                        [collect(results)])
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
-    try:
-        summary = pipeline.run()
-    finally:
-        timer.cancel()
-    assert summary.reason == "interrupted"
-    assert 0 < len(results) < 500
-    assert [i for i, _ in results] == list(range(len(results)))  # every frame read was written
-    assert pipeline._read == len(results)
+class SlowSink(Sink):
+    """Slower than every other stage, so frames queue up in front of it when a stop comes;
+    counts its closes and any write after a close."""
+
+    needs_image = True  # so annotate, the "sink" stage's interrupt point, runs
+
+    def __init__(self) -> None:
+        self.written: list[int] = []
+        self.closed = 0
+        self.writes_after_close = 0
+
+    def write(self, result, image):
+        if self.closed:
+            self.writes_after_close += 1
+        time.sleep(0.01)
+        self.written.append(result.index)
+
+    def close(self):
+        self.closed += 1
+
+
+class CtrlCTask(EchoTask):
+    """Raises Ctrl-C in the main thread from inside ``stage`` when frame ``at`` gets there."""
+
+    def __init__(self, stage: str, at: int) -> None:
+        super().__init__(delay=0.001)
+        self.stage, self.at = stage, at
+
+    def _maybe_interrupt(self, stage: str, index: int) -> None:
+        if stage == self.stage and index == self.at:
+            ctrl_c()
+
+    def preprocess(self, image):
+        self._maybe_interrupt("preprocess", int(image[0, 0, 0]))
+        return super().preprocess(image)
+
+    def infer(self, feeds):
+        self._maybe_interrupt("infer", int(feeds["x"][0, 0, 0]))
+        return super().infer(feeds)
+
+    def postprocess(self, outputs, geometry):
+        self._maybe_interrupt("postprocess", int(outputs["y"][0, 0, 0]))
+        return super().postprocess(outputs, geometry)
+
+    def annotate(self, image, result):
+        self._maybe_interrupt("sink", result)
+        return image
+
+
+def stop_at(pipeline, index: int, reason: str) -> CallbackSink:
+    """A sink that calls ``pipeline.stop(reason)`` once frame ``index`` reached it."""
+
+    def check(result):
+        if result.index == index:
+            pipeline.stop(reason)
+        return True
+
+    return CallbackSink(check)
+
+
+def interrupting_frames(count: int, at: int | None):
+    for index, frame in enumerate(numbered_frames(count)):
+        if index == at:
+            ctrl_c()
+        yield frame
+
+
+def assert_stopped_cleanly(pipeline, summary, sink):
+    assert summary.reason == "interrupted" and not summary.aborted
+    assert sink.written == list(range(pipeline._read))  # every frame read was written, in order
+    assert 0 < pipeline._read
     assert pipeline_threads() == []
+    assert sink.closed == 1 and sink.writes_after_close == 0
 
 
-def test_stop_from_another_thread():
-    results = []
-    pipeline = Pipeline(open_source(numbered_frames(500)), EchoTask(delay=0.01),
-                        [collect(results)])
-    threading.Timer(0.2, pipeline.stop).start()
+@pytest.mark.parametrize("stage", STAGES)
+def test_ctrl_c_from_inside_a_stage_finishes_the_frames_in_flight(stage):
+    sink = SlowSink()
+    at = 8
+    source = open_source(interrupting_frames(200, at if stage == "capture" else None))
+    pipeline = Pipeline(source, CtrlCTask(stage, at), [sink], report_every=None)
     summary = pipeline.run()
-    assert summary.reason == "stopped" and 0 < len(results) < 500
+    assert_stopped_cleanly(pipeline, summary, sink)
+    assert pipeline._read < 200
+
+
+class CtrlCWhileWaitedOn(EchoTask):
+    """Once the run is stopping, ``stage`` (on its next frame) waits until every stage before it
+    has ended, then sends Ctrl-C and goes on with its frames: the main thread is then waiting on
+    this very thread (Python 3.11's ``Thread.join`` marks a thread it was joining as stopped when
+    a Ctrl-C lands in it, which ended the old wait with frames still in the sink)."""
+
+    def __init__(self, stage: str) -> None:
+        super().__init__(delay=0.001)
+        self.stage = stage
+        self.pipeline: Pipeline | None = None
+        self.sent = False
+
+    def _hook(self, stage: str) -> None:
+        if stage != self.stage or self.sent or not self.pipeline.stopping:
+            return
+        before = {f"edgefuse-{name}" for name in STAGES[:STAGES.index(stage)]}
+        assert wait_until(lambda: not before & set(pipeline_threads()))
+        self.sent = True
+        ctrl_c()
+
+    def preprocess(self, image):
+        self._hook("preprocess")
+        return super().preprocess(image)
+
+    def infer(self, feeds):
+        self._hook("infer")
+        return super().infer(feeds)
+
+    def postprocess(self, outputs, geometry):
+        self._hook("postprocess")
+        return super().postprocess(outputs, geometry)
+
+    def annotate(self, image, result):
+        self._hook("sink")
+        return image
+
+
+def wait_until(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_ctrl_c_while_waiting_on_each_thread_still_finishes_every_frame(stage):
+    sink = SlowSink()
+    task = CtrlCWhileWaitedOn(stage)
+
+    def frames():  # frame 8 stops the run: a Ctrl-C for the capture case, else a plain stop
+        for index, frame in enumerate(numbered_frames(200)):
+            if index == 8:
+                ctrl_c() if stage == "capture" else task.pipeline.stop("interrupted")
+            yield frame
+
+    # Queues deep enough for every frame in flight: the stages before `stage` end while it
+    # still holds frames.
+    task.pipeline = Pipeline(open_source(frames()), task, [sink], queue_size=64,
+                             report_every=None)
+    summary = task.pipeline.run()
+    assert_stopped_cleanly(task.pipeline, summary, sink)
+    assert task.sent or stage == "capture"
+
+
+def test_a_second_ctrl_c_aborts_and_still_closes_every_sink_once():
+    sink = SlowSink()
+    seconds = []
+
+    def second_ctrl_c(result):
+        if pipeline.stopping and not seconds:  # the first Ctrl-C was taken: send the second
+            seconds.append(result.index)
+            ctrl_c()
+            assert pipeline._abort.wait(10)  # taken: no later frame reaches a sink
+        return True
+
+    pipeline = Pipeline(open_source(interrupting_frames(200, 8)), EchoTask(delay=0.001),
+                        [CallbackSink(second_ctrl_c), sink], report_every=None)
+    summary = pipeline.run()
+    assert summary.reason == "interrupted" and summary.aborted and seconds
+    assert sink.written == list(range(len(sink.written)))  # what was written is whole
+    assert sink.written[-1] == seconds[0] < pipeline._read - 1  # the frames in flight dropped
+    assert pipeline_threads() == []
+    assert sink.closed == 1 and sink.writes_after_close == 0
+
+
+def test_stop_from_a_sink_finishes_the_frames_already_read():
+    results = []
+    pipeline = Pipeline(open_source(numbered_frames(500)), EchoTask(delay=0.001),
+                        [collect(results)])
+    pipeline.sinks.append(stop_at(pipeline, 10, "stopped"))
+    summary = pipeline.run()
+    assert summary.reason == "stopped" and 10 < len(results) < 500
     assert len(results) == pipeline._read
 
 

@@ -1,0 +1,157 @@
+"""Outputs of a run that does not end: JSON Lines appended as they come, video in segments.
+
+Why not the file sources' temporary-then-rename: a service runs for months, and an output that
+appears only at the end shows nothing to a user tailing it or a log shipper, and loses
+everything since the start to a crash, an OOM kill or a power cut. So, for live sources:
+
+- JSON Lines are appended to the configured path, each record one ``write`` of one whole line
+  on an ``O_APPEND`` descriptor: the line is in the kernel when ``write`` returns, so a
+  ``kill -9`` leaves only whole lines, and ``fsync`` runs at least every ``SYNC_S`` so a power
+  cut loses at most that much. A last line cut anyway (a power cut mid-write) is removed when
+  the file is opened again. ``Rotation(max_mb, keep)`` renames a file that reached ``max_mb``
+  to ``<name>.1`` (``.1`` to ``.2``, ..., the oldest beyond ``keep`` deleted: the scheme of
+  logrotate and Python's RotatingFileHandler, which log shippers follow), so a disk never fills.
+- Video is written in segments of ``segment_s`` seconds of capture time, each a file of its own
+  (``<stem>-<UTC start><suffix>``, e.g. ``out-20260101T120000Z.mp4``), written under a temporary
+  name and renamed when it is finished, so each one that appears is playable and a crash loses
+  at most the current one; ``keep`` deletes the oldest beyond that count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import time
+from pathlib import Path
+
+from edgefuse._files import FILE_MODE, check_output_path
+from edgefuse.vision.streams.staging import free_name, keep_whole_lines, remove_leftovers
+
+log = logging.getLogger(__name__)
+
+SYNC_S = 1.0
+_SEGMENT_TIME = r"\d{8}T\d{6}Z(?:-\d+)?"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rotation:
+    """Rotate a JSON Lines file at ``max_mb`` megabytes (10^6 bytes), keeping ``keep`` old ones."""
+
+    max_mb: float = 100.0
+    keep: int = 10
+
+
+class AppendedLines:
+    """Lines appended to ``path`` (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike[str], rotate: Rotation | None = None) -> None:
+        self.path = Path(path)
+        check_output_path(self.path)
+        self.rotate = rotate
+        if self.path.is_file():
+            cut = keep_whole_lines(self.path)
+            if cut:
+                log.warning("%s: removed a last line cut by an earlier crash (%d bytes)",
+                            self.path, cut)
+        self._fd: int | None = None
+        self._open()
+        self._synced = time.monotonic()
+
+    def _open(self) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, line: str) -> None:
+        data = line.encode("utf-8")
+        if (self.rotate is not None and self._size
+                and self._size + len(data) > self.rotate.max_mb * 1e6):
+            self._rotate()
+        written = os.write(self._fd, data)
+        while written < len(data):  # a regular file takes it whole; a pipe or FIFO may not
+            written += os.write(self._fd, data[written:])
+        self._size += len(data)
+        now = time.monotonic()
+        if now - self._synced >= SYNC_S:
+            os.fsync(self._fd)
+            self._synced = now
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _rotate(self) -> None:
+        self.close()
+        keep = self.rotate.keep
+        oldest = self.path.with_name(f"{self.path.name}.{keep}")
+        oldest.unlink(missing_ok=True)
+        for number in range(keep - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{number}")
+            if older.exists():
+                os.replace(older, self.path.with_name(f"{self.path.name}.{number + 1}"))
+        if keep:
+            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        else:
+            self.path.unlink()
+        log.info("%s reached %g MB: rotated", self.path, self.rotate.max_mb)
+        self._open()
+
+
+class VideoSegments:
+    """Frames into ``segment_s``-second video files next to ``path`` (the module docstring).
+
+    ``open_segment(path, fps)`` makes the writer of one segment (``VideoFile``): a file renamed
+    into place when closed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], open_segment, *, segment_s: float,
+                 keep: int | None = None, fps: float | None = None) -> None:
+        self.path = Path(path)
+        check_output_path(self.path)
+        self.segment_s = segment_s
+        self.keep = keep
+        self.fps = fps
+        self._open_segment = open_segment
+        self._current = None
+        self._started = 0.0
+        self.finished: list[Path] = []
+        remove_leftovers(self.path.parent, self._segment_names(), self.path.suffix.lower(),
+                         "video segment")
+
+    def write(self, image, at: float) -> None:
+        """Add ``image``, captured at ``at`` (seconds since the epoch)."""
+        if self._current is not None and at - self._started >= self.segment_s:
+            self._finish()
+        if self._current is None:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
+            name = free_name(self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}"))
+            self._current = self._open_segment(name, self.fps)
+            self._current_path = name
+            self._started = at
+        self._current.write(image)
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._finish()
+
+    def _finish(self) -> None:
+        current, self._current = self._current, None
+        current.close()
+        if current.frames:
+            self.finished.append(self._current_path)
+            log.info("video segment %s finished (%d frames)", self._current_path, current.frames)
+        if self.keep is not None:
+            pattern = re.compile(self._segment_names())
+            segments = sorted(p for p in self.path.parent.iterdir() if pattern.fullmatch(p.name))
+            for old in segments[:max(len(segments) - self.keep, 0)]:
+                old.unlink(missing_ok=True)
+
+    def _segment_names(self) -> str:
+        return (re.escape(self.path.stem) + "-" + _SEGMENT_TIME
+                + re.escape(self.path.suffix))
