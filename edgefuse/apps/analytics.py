@@ -117,13 +117,16 @@ def check_serve(value: Any, key: str, where: str) -> tuple[str, int] | None:
     return (host or "127.0.0.1").strip("[]"), int(port)
 
 
-def from_values(track: Any, lines: Any, zones: Any, events: Any, serve: Any,
-                serve_token: Any) -> AnalyticsConfig:
-    """The checked analytics part of an app config (values already checked key by key)."""
-    events = events or {}
-    return AnalyticsConfig(track=track, lines=lines or (), zones=zones or (),
-                           mqtt=events.get("mqtt"), webhook=events.get("webhook"), serve=serve,
-                           serve_token=serve_token or os.environ.get(TOKEN_VARIABLE) or None)
+def of(config: Any) -> AnalyticsConfig:
+    """The analytics part of an app config (its values already checked key by key); empty for
+    an app without these keys (segmentation)."""
+    events = getattr(config, "events", None) or {}
+    return AnalyticsConfig(track=getattr(config, "track", None),
+                           lines=getattr(config, "lines", ()), zones=getattr(config, "zones", ()),
+                           mqtt=events.get("mqtt"), webhook=events.get("webhook"),
+                           serve=getattr(config, "serve", None),
+                           serve_token=getattr(config, "serve_token", None)
+                           or os.environ.get(TOKEN_VARIABLE) or None)
 
 
 class AnalyticsSetup:

@@ -18,12 +18,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from edgefuse import _records as rec
+from edgefuse.apps import analytics
 from edgefuse.errors import Ref
 from edgefuse.model_info import ACTIVATIONS, LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.streams.live_files import Rotation
 from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
+from edgefuse.vision.track.byte_tracker import TrackerOptions
 
 _REF = Ref.BAD_CONFIG
 
@@ -67,6 +69,13 @@ class DetectionConfig(AppConfig):
     line_width: int | None = None
     layout: str | None = None
     strides: tuple[int, ...] | None = None
+    # tracking, counting and the live view (edgefuse.apps.analytics; docs/apps.md)
+    track: TrackerOptions | None = None
+    lines: tuple[dict[str, Any], ...] = ()
+    zones: tuple[dict[str, Any], ...] = ()
+    events: dict[str, Any] = dataclasses.field(default_factory=dict)
+    serve: tuple[str, int] | None = None
+    serve_token: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +255,12 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "agnostic_nms": _optional(_boolean),
     "line_width": _optional(_int(1)),
     "strides": _optional(_strides),
+    "track": analytics.check_track,
+    "lines": analytics.check_lines,
+    "zones": analytics.check_zones,
+    "events": analytics.check_events,
+    "serve": analytics.check_serve,
+    "serve_token": _optional(_text),
     "palette": _palette,
     "alpha": _fraction,
     "legend": _boolean,

@@ -17,7 +17,7 @@ from edgefuse.runtime import ModelSource, Session
 from edgefuse.vision.detect.detector import Detector
 
 TASK_FLAGS = ("conf", "iou", "max_det", "classes", "agnostic_nms", "line_width", "layout",
-              "strides")
+              "strides", "track", "serve")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="FPN strides of a yolox or PicoDet head (default: 8,16,32 / "
                              "from the shapes)")
     parser.add_argument("--line-width", type=int, metavar="PX", help="box line width")
+    parser.add_argument("--track", action="store_true", default=None,
+                        help="ByteTrack IDs on every box (lines, zones and events in the config "
+                             "turn it on too; docs/apps.md)")
+    parser.add_argument("--serve", metavar="[HOST:]PORT",
+                        help="live view, /metrics and /healthz (default host 127.0.0.1)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edgefuse.apps import analytics
 from edgefuse.apps import config as app_config
 from edgefuse.apps.config import AppConfig
 from edgefuse.apps.models import resolve_model
@@ -44,9 +45,11 @@ from edgefuse.vision.streams.sinks import (
     display_available,
 )
 from edgefuse.vision.streams.sources import IMAGE_SUFFIXES, open_source
+from edgefuse.vision.streams.stats import LATENCY, PipelineStats
 
 log = logging.getLogger(__name__)
 
+STREAM = "stream0"  # the one source's name in events, the live view and /metrics
 MakeTask = Callable[[Session, "AppInfo | None", ModelSource, Any], VisionModel]
 
 
@@ -114,14 +117,21 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
     options: dict[str, Any] = {"device_id": config.device_id}
     if config.threads is not None:
         options["threads"] = config.threads
-    with open_session(model_source, config.backend, **options) as session:
+    with open_session(model_source, config.backend, **options) as session, \
+            contextlib.ExitStack() as resources:
         task = make_task(session, info, model_source, config)
         task.warm_up()
+        extras = analytics.AnalyticsSetup(analytics.of(config), [STREAM])
+        resources.callback(extras.close)
+        task = extras.wrap(task, STREAM)
         source = open_source(config.source, stride=config.stride, live=config.live,
                              reconnect=config.reconnect, camera=config.camera)
         with stop_on_signals() as stop_requests:
             try:
-                sinks = make_sinks(config, live=source.live)
+                pipeline_stats: list[Any] = []  # the pipeline's, once it exists
+                sinks = make_sinks(config, live=source.live) + extras.sinks(
+                    STREAM, stats=lambda: live_stats(pipeline_stats[0]) if pipeline_stats
+                    else {})
             except BaseException:
                 source.close()
                 raise
@@ -135,6 +145,9 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
                 report_every=config.stats_every or None,
                 report=lambda snapshot: print(snapshot.line(), file=sys.stderr),
             )
+            pipeline_stats.append(pipeline.stats)
+            if extras.server is not None:
+                print(f"live view: {extras.server.url}", file=sys.stderr)
             stop_requests.attach(pipeline)
             notifier = Notifier.from_environment()
             try:
@@ -158,6 +171,19 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
                   else "every one finished")
         print(f"stopped: {summary.reason.replace('_', ' ')} after {read} frames read, {ending}")
     return EXIT_CODES.get(summary.reason, 0)
+
+
+def live_stats(stats: PipelineStats) -> dict[str, Any]:
+    """What the live view and /metrics show of a pipeline's stats."""
+    snapshot = stats.snapshot()
+    latency = snapshot.stages.get(LATENCY)
+    shown: dict[str, Any] = {"fps": round(snapshot.fps, 2),
+                             "dropped": snapshot.counters.get("dropped", 0),
+                             "reconnects": snapshot.counters.get("reconnects", 0)}
+    if latency is not None:
+        shown.update(latency_p50_ms=round(latency.p50_ms, 2),
+                     latency_p95_ms=round(latency.p95_ms, 2))
+    return shown
 
 
 def make_sinks(config: AppConfig, *, live: bool = False) -> list[Sink]:

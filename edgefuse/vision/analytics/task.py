@@ -48,6 +48,8 @@ class TrackedResult:
 class Tracked:
     """``task`` (a Detector) with tracking and analytics for the stream ``stream``."""
 
+    takes_frame = True  # the pipeline hands ``postprocess`` the frame (its capture time)
+
     def __init__(self, task: Any, *, stream: str = "stream0", tracker: ByteTracker | None = None,
                  lines: Sequence[LineCounter] = (), zones: Sequence[Zone] = (),
                  publishers: Sequence[Publisher] = ()) -> None:

@@ -196,7 +196,10 @@ class Pipeline:
         item.feeds = None
 
     def _postprocess(self, item: FrameResult) -> None:
-        item.result = self.task.postprocess(item.outputs, item.geometry)
+        if getattr(self.task, "takes_frame", False):  # trackers: the capture time, in order
+            item.result = self.task.postprocess(item.outputs, item.geometry, item.frame)
+        else:
+            item.result = self.task.postprocess(item.outputs, item.geometry)
         item.outputs = None
 
     def _sink(self, item: FrameResult) -> None:
