@@ -31,8 +31,10 @@ class Broker:
             pytest.skip("mosquitto is not installed (apt-get install mosquitto)")
         self.binary, self.port = binary, free_port()
         self.config = workdir / "mosquitto.conf"
+        # persistence: a durable subscriber's session (and the QoS-1 messages queued for it)
+        # survives a restart, whichever of publisher and subscriber reconnects first
         self.config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-                               "persistence false\n")
+                               f"persistence true\npersistence_location {workdir}/\n")
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -57,14 +59,16 @@ class Broker:
 
 
 class Subscriber:
-    """Collects every message under ``topic``, resubscribing after each reconnect."""
+    """Collects every message under ``topic``: a durable session (clean_session off), so the
+    broker keeps what is published while this subscriber is away."""
 
     def __init__(self, port: int, topic: str) -> None:
         import paho.mqtt.client as mqtt
         self.messages: list[tuple[str, dict]] = []
         self._changed = threading.Condition()
         self._subscribed = threading.Event()
-        self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+        self._client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
+                                   client_id=f"edgefuse-test-{port}", clean_session=False)
         self._client.reconnect_delay_set(min_delay=1, max_delay=2)
 
         def on_connect(client, userdata, flags, reason_code, properties):
