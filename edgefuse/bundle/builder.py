@@ -36,6 +36,7 @@ from edgefuse.bundle.cache import Cache, Entry, NotCached
 from edgefuse.bundle.digests import key_of, tool_versions
 from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
+from edgefuse.bundle.signing import load_private_key, sign_bundle
 from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
 from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model
 from edgefuse.bundle.wheel import build_wheel
@@ -92,8 +93,13 @@ def source_date_epoch(spec: BuildSpec) -> int:
 
 def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] | None, *,
           jobs: int = 1, use_cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-          shard: str | None = None, force: bool = False, progress: bool = True) -> BuildOutcome:
-    """Build the bundle the spec at ``spec_path`` describes (see the module docstring)."""
+          shard: str | None = None, force: bool = False, progress: bool = True,
+          sign_key: str | os.PathLike[str] | None = None,
+          build_number: int | None = None) -> BuildOutcome:
+    """Build the bundle the spec at ``spec_path`` describes (see the module docstring).
+
+    ``sign_key``: an Ed25519 private key (``edgefuse keys new``) that signs MANIFEST.json.
+    ``build_number``: the bundle's monotonic build number (default: the source date epoch)."""
     start = time.perf_counter()
     spec = load_spec(spec_path)
     slice_ = parse_shard(shard)
@@ -107,6 +113,13 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                              reference=Ref.BAD_USAGE)
         _check_output_dir(out, force)
     epoch = source_date_epoch(spec)
+    if build_number is None:
+        build_number = epoch
+    if isinstance(build_number, bool) or not isinstance(build_number, int) or build_number < 0:
+        raise InputError(f"--build-number must be a whole number >= 0, got {build_number!r}",
+                         reference=Ref.BAD_ARGUMENT)
+    if sign_key is not None:
+        load_private_key(Path(sign_key))  # a bad key stops the build before any work
     cache = Cache(Path(cache_dir) if cache_dir else spec.cache_dir or default_cache_dir(),
                   read=use_cache)
     models = list(spec.models)
@@ -127,7 +140,9 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         publish_directory(staging)
         bundle = staging / spec.bundle_id
         bundle.mkdir()
-        assemble(bundle, spec, builds, wheel, opp, atc_identity(), epoch)
+        assemble(bundle, spec, builds, wheel, opp, atc_identity(), epoch, build_number)
+        if sign_key is not None:
+            sign_bundle(bundle, Path(sign_key))
         archive = staging / f"{spec.bundle_id}.tar.gz"
         write_tar_gz(archive, bundle, spec.bundle_id, epoch)
         digest = file_sha256(archive)

@@ -40,6 +40,7 @@ def script_values(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
     service = spec.service if spec.app is not None else None
     return {
         "BUNDLE_ID": shlex.quote(spec.bundle_id),
+        "BUNDLE_NAME": shlex.quote(spec.name),
         "PREFIX": shlex.quote(spec.prefix),
         "SERVICE": shlex.quote(service["name"]) if service else "''",
         "SERVICE_USER": shlex.quote(spec.service["user"]),
