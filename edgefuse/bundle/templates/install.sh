@@ -95,11 +95,11 @@ ROOT=$(cd "$ROOT" && pwd -P)
 [ "$ROOT" = / ] && ROOT=
 if [ -n "$ROOT" ]; then
   [ "$MODE" != finish ] || die "--finish runs on the board itself, not with --root"
-  if [ "$OFFLINE" = 0 ]; then
+  if [ "$PYTHON" = 1 ]; then
     # the host's python3 would build an environment for the host inside the target's rootfs
     note "--root: installing offline; the board builds the Python environment at first boot (--finish)"
-    OFFLINE=1; PYTHON=0
   fi
+  OFFLINE=1; PYTHON=0
 fi
 DEST="$ROOT$PREFIX"
 KEYDIR="$ROOT/etc/edgefuse/keys"
@@ -113,7 +113,7 @@ fi
 
 TOP=  # the archive's one folder, NAME-VERSION
 check_archive() {
-  local archive=$1 names listing line name
+  local archive=$1 names listing line name index=0 members=()
   [ -f "$archive" ] || die "'$archive' is not a file"
   gzip -t "$archive" 2>/dev/null \
     || die "'$archive' is truncated or not a gzip file (copy it again; nothing was installed)"
@@ -143,12 +143,14 @@ check_archive() {
   # spaces can shift anything); a bundle holds only files and folders, never a link
   listing=$(LC_ALL=C tar -tvzf "$archive" --numeric-owner 2>/dev/null) \
     || die "'$archive' cannot be listed"
+  mapfile -t members <<< "$names"
   while IFS= read -r line; do
+    name=${members[$index]}; index=$((index + 1))
     case "${line:0:1}" in
       -|d) ;;
-      l) die "unsafe archive: '${line##* }' is a symlink; a bundle holds only files and folders" ;;
-      h) die "unsafe archive: '${line##* }' is a hard link; a bundle holds only files and folders" ;;
-      *) die "unsafe archive: '$line' is a device, fifo or other special file" ;;
+      l) die "unsafe archive: '$name' is a symlink; a bundle holds only files and folders" ;;
+      h) die "unsafe archive: '$name' is a hard link; a bundle holds only files and folders" ;;
+      *) die "unsafe archive: '$name' is a device, fifo or other special file" ;;
     esac
   done <<< "$listing"
 }
