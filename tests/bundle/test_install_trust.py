@@ -315,10 +315,10 @@ def test_killed_between_the_link_switches_a_retry_and_rollback_still_work(small_
     env = shim(tmp_path / "bin", "mv", f"""for last; do :; done
 case "$last" in */current|*/previous)
   n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}
-  [ $n -ne 2 ] || kill -9 $PPID ;;
+  if [ $n -eq 2 ]; then kill -9 $PPID; exit 1; fi ;;
 esac
-exec /usr/bin/env mv "$@"
-""".replace("/usr/bin/env mv", shutil.which("mv")))
+exec {shutil.which("mv")} "$@"
+""")
     killed = run_install(v2.output_dir / "install.sh", root, str(v2.archive), env=env)
     assert killed.returncode != 0
     assert (root / PREFIX / _current(root) / "MANIFEST.json").is_file()
@@ -421,3 +421,4 @@ printf '%s\\n' "$out"
                        small_build.outcome.archive_sha256, str(archive), env=env)
     assert done.returncode == 0, done.stderr
     assert _current(root).startswith("releases/small-1.0.0-")
+
