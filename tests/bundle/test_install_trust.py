@@ -303,7 +303,7 @@ def test_root_without_offline_never_runs_the_hosts_python(small_build, root, tmp
     assert "--finish" in done.stderr
 
 
-# ---- 5. atomic upgrades ---------------------------------------------------------------------------
+# ---- 5. atomic upgrades --------------------------------------------------------------------------
 
 
 def test_killed_between_the_link_switches_a_retry_and_rollback_still_work(small_build, root,
@@ -348,7 +348,7 @@ exec {shutil.which("sync")} "$@"
     assert calls[-1].startswith("releases/small-2.0.0-")  # and the switched links
 
 
-# ---- health check and automatic rollback ----------------------------------------------------------
+# ---- health check and automatic rollback ---------------------------------------------------------
 
 HEALTH = '! grep -q EDGEFUSE_BROKEN "$EDGEFUSE_CURRENT/env/edgefuse-small.env"'
 
@@ -378,7 +378,7 @@ def test_a_healthy_release_keeps_the_previous_one(small_build, root, tmp_path):
     assert os.readlink(root / PREFIX / "previous") == first
 
 
-# ---- 6. the install prefix stays inside the root ----------------------------------------------------
+# ---- 6. the install prefix stays inside the root -------------------------------------------------
 
 
 def test_a_prefix_with_dot_dot_is_refused_by_the_spec(tmp_path):
@@ -398,7 +398,7 @@ def test_install_sh_refuses_a_prefix_with_dot_dot(small_build, tmp_path, root):
     assert state(tmp_path) == before
 
 
-# ---- 11. and 12. -------------------------------------------------------------------------------------
+# ---- 11. and 12. ---------------------------------------------------------------------------------
 
 
 def test_a_name_with_a_trailing_newline_is_refused_by_the_spec(tmp_path):
