@@ -6,6 +6,7 @@ OUT_DIR::
     <name>-<version>.tar.gz      the same tree, byte-reproducible (``reproducible``)
     <name>-<version>.tar.gz.sha256
     install.sh                   a copy, to check and install the archive on the board
+    k8s/                         with ``emit=("k8s",)``: Containerfile, daemonset.yaml (``kube``)
     build-log.json               per model and stage: cached or built, seconds (not in the bundle)
 
 Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> build each model
@@ -34,6 +35,7 @@ from edgefuse.acl.ops.build import build_op_package
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
 from edgefuse.bundle.digests import key_of, tool_versions
+from edgefuse.bundle.kube import write_k8s
 from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
 from edgefuse.bundle.signing import load_private_key, sign_bundle
@@ -44,6 +46,7 @@ from edgefuse.errors import EdgefuseError, InputError, Ref
 from edgefuse.manifest import file_sha256
 
 LOG_FILE = "build-log.json"
+EMITS = ("k8s",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,11 +98,12 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
           jobs: int = 1, use_cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
           shard: str | None = None, force: bool = False, progress: bool = True,
           sign_key: str | os.PathLike[str] | None = None,
-          build_number: int | None = None) -> BuildOutcome:
+          build_number: int | None = None, emit: tuple[str, ...] = ()) -> BuildOutcome:
     """Build the bundle the spec at ``spec_path`` describes (see the module docstring).
 
     ``sign_key``: an Ed25519 private key (``edgefuse keys new``) that signs MANIFEST.json.
-    ``build_number``: the bundle's monotonic build number (default: the source date epoch)."""
+    ``build_number``: the bundle's monotonic build number (default: the source date epoch).
+    ``emit``: further deployments to write beside the archive: ``"k8s"`` (``kube``)."""
     start = time.perf_counter()
     spec = load_spec(spec_path)
     slice_ = parse_shard(shard)
@@ -120,6 +124,14 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                          reference=Ref.BAD_ARGUMENT)
     if sign_key is not None:
         load_private_key(Path(sign_key))  # a bad key stops the build before any work
+    unknown = sorted(set(emit) - set(EMITS))
+    if unknown:
+        raise InputError(f"--emit {', '.join(unknown)}: not one of {', '.join(EMITS)}",
+                         reference=Ref.BAD_ARGUMENT)
+    if emit and spec.app is None:
+        raise InputError("--emit k8s needs an app: the spec has no 'app' section to run",
+                         hint="add an app (see examples/tiny-camera.yaml)",
+                         reference=Ref.BAD_ARGUMENT)
     cache = Cache(Path(cache_dir) if cache_dir else spec.cache_dir or default_cache_dir(),
                   read=use_cache)
     models = list(spec.models)
@@ -150,6 +162,9 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                                                         encoding="utf-8")
         shutil.copyfile(bundle / "install.sh", staging / "install.sh")
         (staging / "install.sh").chmod(0o755)
+        if "k8s" in emit:
+            write_k8s(staging / "k8s", spec, archive.name,
+                      spec.custom_ops["vendor"] if opp is not None else None)
         seconds = time.perf_counter() - start
         write_text(staging / LOG_FILE, json.dumps(
             {"spec": str(spec.path), "archive": archive.name, "archive_sha256": digest,

@@ -91,6 +91,13 @@ def unit_file(spec: BuildSpec) -> str:
 
 
 def environment_file(spec: BuildSpec, opp_vendor: str | None) -> str:
+    values = environment(spec, opp_vendor)
+    lines = "\n".join(f"{name}={_env_value(value)}" for name, value in values.items())
+    return render("service.env", {"SERVICE": spec.service["name"], "ENVIRONMENT": lines})
+
+
+def environment(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
+    """The app's environment: what CANN's set_env.sh sets, then the spec's own variables."""
     cann = spec.target["cann_home"]
     values = {
         "ASCEND_TOOLKIT_HOME": cann,
@@ -108,8 +115,7 @@ def environment_file(spec: BuildSpec, opp_vendor: str | None) -> str:
         values["ASCEND_CUSTOM_OPP_PATH"] = f"{spec.prefix}/opp/vendors/{opp_vendor}"
     for name, value in spec.service["environment"].items():
         values[name] = str(value).lower() if isinstance(value, bool) else str(value)
-    lines = "\n".join(f"{name}={_env_value(value)}" for name, value in values.items())
-    return render("service.env", {"SERVICE": spec.service["name"], "ENVIRONMENT": lines})
+    return values
 
 
 def _env_value(value: str) -> str:

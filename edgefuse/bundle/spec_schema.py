@@ -175,6 +175,12 @@ _SERVICE = _object({
     "restart": {"enum": ["always", "on-failure", "on-abnormal", "on-abort", "no"],
                 "examples": ["always"]},
     "restart_sec": {"type": "number", "minimum": 0, "maximum": 3600, "examples": [5]},
+    "health": _object({
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535, "examples": [8080]},
+        "path": {"type": "string", "pattern": "^/[A-Za-z0-9._/-]*$", "examples": ["/healthz"]},
+    }, ("port",), description="the app's HTTP health endpoint: Kubernetes probes it"),
+    "metrics_port": {"type": "integer", "minimum": 1, "maximum": 65535, "examples": [9100],
+                     "description": "the port the app serves metrics on"},
     "environment": {"type": "object",
                     "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
                     "additionalProperties": {"type": ["string", "number", "boolean"]},

@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--build-number", type=int, metavar="N",
                         help="the monotonic build number boards compare to refuse downgrades "
                              "(default: the source date epoch)")
+    parser.add_argument("--emit", action="append", choices=("k8s",), default=[],
+                        help="also write OUT_DIR/k8s/: a Containerfile (aarch64, CANN base "
+                             "image as a build argument) and a DaemonSet for K8s/KubeEdge")
     parser.add_argument("--no-progress", action="store_true",
                         help="no per-model progress lines on stderr")
     parser.add_argument("--schema", action="store_true",
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     outcome = build(args.spec, args.output, jobs=args.jobs, use_cache=not args.no_cache,
                     cache_dir=args.cache, shard=args.shard, force=args.force,
                     progress=not args.no_progress, sign_key=args.sign,
-                    build_number=args.build_number)
+                    build_number=args.build_number, emit=tuple(args.emit))
     rebuilt = ", ".join(outcome.rebuilt) or "none (everything from the cache)"
     if outcome.archive is None:
         print(f"shard {args.shard}: {len(outcome.models)} model(s) in the cache; rebuilt: "

@@ -422,3 +422,35 @@ printf '%s\\n' "$out"
     assert done.returncode == 0, done.stderr
     assert _current(root).startswith("releases/small-1.0.0-")
 
+
+
+# ---- the card maker's hook installs the trust store ---------------------------------------------
+
+
+def _rootfs(tmp_path: Path) -> Path:
+    rootfs = tmp_path / "rootfs"
+    for folder in ("etc/systemd/system", "var", "opt"):
+        (rootfs / folder).mkdir(parents=True)
+    return rootfs
+
+
+def test_the_minirc_hook_installs_the_trusted_keys_and_checks_with_them(signed, keys, tmp_path):
+    rootfs = _rootfs(tmp_path)
+    hook = signed["1.0.0"].bundle_dir / "minirc_install_hook.sh"
+    env = {**os.environ, "EDGEFUSE_TRUSTED_KEYS": str(keys["release"][1])}
+    done = subprocess.run(["bash", str(hook), str(rootfs)], capture_output=True, text=True,
+                          check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (rootfs / "etc/edgefuse/keys/release.pub.pem").read_bytes() == \
+        keys["release"][1].read_bytes()
+    assert (rootfs / PREFIX / "current/MANIFEST.sig").is_file()
+
+
+def test_the_minirc_hook_refuses_a_bundle_its_keys_did_not_sign(small_build, keys, tmp_path):
+    rootfs = _rootfs(tmp_path)
+    before = state(rootfs)
+    env = {**os.environ, "EDGEFUSE_TRUSTED_KEYS": str(keys["release"][1])}
+    done = subprocess.run(["bash", str(small_build.bundle / "minirc_install_hook.sh"),
+                           str(rootfs)], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 2 and "is not signed" in done.stderr, done.stderr
+    assert state(rootfs) == before
