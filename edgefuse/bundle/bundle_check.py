@@ -41,6 +41,10 @@ from edgefuse.manifest import file_sha256
 NAME = re.compile(r"[A-Za-z0-9._/+@-]+")  # whole names only: fullmatch, no trailing newline
 VENV = ".venv"  # the Python environment install.sh creates inside an installed release
 VENV_RECORDS = "venv-digests"  # PREFIX/venv-digests/<release>.sha256, written by install.sh
+# An archive may unpack to at most RATIO times its size plus SLACK bytes, and never more than
+# CEILING: a bundle's models and wheel compress little, while a bomb of zeros (or a sparse
+# member) would fill TMPDIR before any other check could refuse it.
+RATIO, SLACK, CEILING = 100, 64 << 20, 8 << 30
 
 
 def _unsafe(message: str) -> InputError:
@@ -75,6 +79,13 @@ def check_archive(path: Path) -> str:
             raise _unsafe(f"'{name}' is a {kind}; a bundle holds only files and folders")
         elif not (member.isfile() or member.isdir()):
             raise _unsafe(f"'{name}' is a device, fifo or other special file")
+        if member.issparse():
+            raise _unsafe(f"'{name}' is a sparse file; a bundle never holds one")
+    total = sum(member.size for member in members)
+    limit = min(CEILING, RATIO * path.stat().st_size + SLACK)
+    if total > limit:
+        raise _unsafe(f"it would unpack to {total} bytes, more than {limit} for a "
+                      f"{path.stat().st_size}-byte archive (a decompression bomb?)")
     return top
 
 

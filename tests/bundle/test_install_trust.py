@@ -454,3 +454,58 @@ def test_the_minirc_hook_refuses_a_bundle_its_keys_did_not_sign(small_build, key
                            str(rootfs)], capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 2 and "is not signed" in done.stderr, done.stderr
     assert state(rootfs) == before
+
+
+# ---- 8. no decompression bomb reaches TMPDIR ----------------------------------------------------
+
+
+def test_an_archive_that_unpacks_far_beyond_its_size_is_refused_before_extraction(small_build,
+                                                                                  tmp_path, root):
+    archive = tmp_path / "bomb.tar.gz"
+    with tarfile.open(archive, "w:gz") as out:
+        folder = tarfile.TarInfo(TOP)
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+        out.addfile(folder)
+        info = tarfile.TarInfo(f"{TOP}/models/zeros.bin")
+        info.size, info.mode = 96 << 20, 0o644
+        out.addfile(info, io.BytesIO(bytes(info.size)))
+    assert archive.stat().st_size < 1 << 20  # 96 MiB in well under 1 MiB
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = run_install(small_build.install_sh, root, str(archive), env={"TMPDIR": str(scratch)})
+    assert done.returncode == 2 and "decompression bomb" in done.stderr, done.stderr
+    assert not (root / PREFIX).exists()
+    assert sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file()) < 2 << 20
+    with pytest.raises(InputError, match=r"decompression bomb"):
+        verify_bundle(archive, run_models=False)
+
+
+# ---- 10. the service never runs as root ----------------------------------------------------------
+
+
+def test_a_root_service_user_is_refused_by_the_spec(tmp_path):
+    spec = write_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace("service:\n", "service:\n  user: root\n"))
+    with pytest.raises(SpecError, match=r"service\.user"):
+        load_spec(spec)
+
+
+# ---- the CLI: keys new, build --sign, bundle verify --key ----------------------------------------
+
+
+def test_keys_new_then_build_sign_then_verify_key_from_the_cli(small_build, tmp_path, capsys):
+    assert main(["keys", "new", "ci", "-o", str(tmp_path)]) == 0
+    private, public = tmp_path / "ci.key.pem", tmp_path / "ci.pub.pem"
+    assert private.stat().st_mode & 0o777 == 0o600
+    assert main(["keys", "new", "ci", "-o", str(tmp_path)]) == 2  # never overwritten
+    spec = write_spec(tmp_path / "spec")
+    out = tmp_path / "out"
+    assert main(["build", str(spec), "-o", str(out), "--cache", str(small_build.cache),
+                 "--no-progress", "--sign", str(private), "--build-number", "7"]) == 0
+    manifest = json.loads((out / TOP / "MANIFEST.json").read_text())
+    assert manifest["bundle"]["build"] == 7
+    capsys.readouterr()
+    assert main(["bundle", "verify", str(out / f"{TOP}.tar.gz"), "--no-run", "--key",
+                 str(public)]) == 0
+    assert main(["build", str(spec), "-o", str(tmp_path / "out2"), "--sign", str(public)]) == 2
+    assert "error[bad-signing-key]" in capsys.readouterr().err

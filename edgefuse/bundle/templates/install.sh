@@ -113,7 +113,7 @@ fi
 
 TOP=  # the archive's one folder, NAME-VERSION
 check_archive() {
-  local archive=$1 names listing line name index=0 members=()
+  local archive=$1 names listing line name index=0 members=() total limit size
   [ -f "$archive" ] || die "'$archive' is not a file"
   gzip -t "$archive" 2>/dev/null \
     || die "'$archive' is truncated or not a gzip file (copy it again; nothing was installed)"
@@ -144,6 +144,12 @@ check_archive() {
   listing=$(LC_ALL=C tar -tvzf "$archive" --numeric-owner 2>/dev/null) \
     || die "'$archive' cannot be listed"
   mapfile -t members <<< "$names"
+  # at most 100 times the archive's size + 64 MiB unpacked, never over 8 GiB: no bomb fills TMPDIR
+  size=$(stat -c %s "$archive")
+  limit=$((100 * size + 67108864)); [ "$limit" -le 8589934592 ] || limit=8589934592
+  total=$(printf '%s\n' "$listing" | awk '{sum += $3} END {printf "%d", sum}')
+  [ "$total" -le "$limit" ] || die "unsafe archive: it would unpack to $total bytes, more than \
+$limit for a $size-byte archive (a decompression bomb?); nothing was extracted"
   while IFS= read -r line; do
     name=${members[$index]}; index=$((index + 1))
     case "${line:0:1}" in
