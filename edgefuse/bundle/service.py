@@ -110,6 +110,8 @@ def environment(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
         "PATH": f"{cann}/bin:{cann}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:"
                 "/usr/sbin:/usr/bin:/sbin:/bin",
         "PYTHONUNBUFFERED": "1",
+        # CANN logs to $HOME/ascend/log by default, which ProtectHome= hides: the unit's logs
+        "ASCEND_PROCESS_LOG_PATH": f"/var/log/edgefuse/{spec.name}",
     }
     if opp_vendor is not None:
         values["ASCEND_CUSTOM_OPP_PATH"] = f"{spec.prefix}/opp/vendors/{opp_vendor}"

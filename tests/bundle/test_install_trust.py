@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -509,3 +510,16 @@ def test_keys_new_then_build_sign_then_verify_key_from_the_cli(small_build, tmp_
                  str(public)]) == 0
     assert main(["build", str(spec), "-o", str(tmp_path / "out2"), "--sign", str(public)]) == 2
     assert "error[bad-signing-key]" in capsys.readouterr().err
+
+
+def test_the_unit_is_hardened_as_systemd_analyze_security_rates_it(small_build, tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    unit = small_build.bundle / "systemd/edgefuse-small.service"
+    rated = subprocess.run([analyze, "security", "--offline=true", str(unit)],
+                           capture_output=True, text=True, check=False)
+    level = re.search(r"Overall exposure level for \S+: ([0-9.]+)", rated.stdout)
+    if level is None:
+        pytest.skip(f"this systemd-analyze cannot rate a unit file offline: {rated.stderr}")
+    assert float(level.group(1)) <= 3.0, rated.stdout[-3000:]  # 9.2 UNSAFE before
