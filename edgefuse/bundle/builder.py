@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from edgefuse._files import publish_directory, temporary_directory_in, write_text
+from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
-from edgefuse.bundle.digests import key_of, tool_versions
+from edgefuse.bundle.digests import PACKAGE_DIR, key_of, tool_versions
 from edgefuse.bundle.kube import write_k8s
 from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
@@ -145,7 +146,7 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
     if slice_ is not None:
         return BuildOutcome(spec, None, None, None, None, log, time.perf_counter() - start)
     opp = _op_package(spec, builds, cache)
-    wheel, _ = cache.fetch("wheel", key_of({"stage": "wheel", "tools": tool_versions()}),
+    wheel, _ = cache.fetch("wheel", wheel_key(PACKAGE_DIR.parent / "pyproject.toml"),
                            lambda scratch: {"wheel": build_wheel(scratch, DEFAULT_EPOCH).name})
     staging = temporary_directory_in(out.parent, f".{out.name}.partial-")
     try:
@@ -301,6 +302,18 @@ def _op_package(spec: BuildSpec, builds: list[ModelBuild], cache: Cache) -> Entr
         (scratch / "project").rmdir()
         return {"ops": list(package.ops), "built": package.built}
 
-    key = key_of({"stage": "opp", "soc": spec.soc, "vendor": vendor, "tools": tool_versions()})
-    entry, _ = cache.fetch("opp", key, produce)
+    entry, _ = cache.fetch("opp", opp_key(spec.soc, vendor, cann_version()), produce)
     return entry
+
+
+def wheel_key(pyproject: Path) -> str:
+    """The wheel's metadata (name, version, dependencies) comes from the checkout's
+    pyproject.toml: its digest is part of the key."""
+    return key_of({"stage": "wheel", "tools": tool_versions(),
+                   "pyproject": file_sha256(pyproject) if pyproject.is_file() else None})
+
+
+def opp_key(soc: str, vendor: str, cann: str | None) -> str:
+    """The op package project is generated for one CANN: its version is part of the key."""
+    return key_of({"stage": "opp", "soc": soc, "vendor": vendor, "cann": cann,
+                   "tools": tool_versions()})
