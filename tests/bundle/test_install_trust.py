@@ -523,3 +523,25 @@ def test_the_unit_is_hardened_as_systemd_analyze_security_rates_it(small_build, 
     if level is None:
         pytest.skip(f"this systemd-analyze cannot rate a unit file offline: {rated.stderr}")
     assert float(level.group(1)) <= 3.0, rated.stdout[-3000:]  # 9.2 UNSAFE before
+
+
+# ---- 13. the card maker never gets a disk in use -------------------------------------------------
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-image.sh"
+
+
+def test_build_image_refuses_a_mounted_device_before_building(tmp_path):
+    devices = sorted(p for p in Path("/dev").iterdir() if p.is_block_device())
+    if not devices:
+        pytest.skip("no block device here to name")
+    maker = tmp_path / "maker"
+    maker.mkdir()
+    (maker / "make_sd_card.py").write_text("raise SystemExit('must not run')\n")
+    marker = tmp_path / "built"
+    env = shim(tmp_path / "bin", "lsblk", 'echo ""; echo /\n')
+    env.update(shim(tmp_path / "bin", "edgefuse", f"touch {marker}\n"))
+    done = subprocess.run(["bash", str(SCRIPT), "spec.yaml", "--card-maker", str(maker),
+                           "--device", str(devices[0])], capture_output=True, text=True,
+                          check=False, env={**os.environ, **env})
+    assert done.returncode == 2 and "is in use (mounted at: /" in done.stderr, done.stderr
+    assert not marker.exists()
