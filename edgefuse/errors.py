@@ -177,6 +177,8 @@ class Ref(str, enum.Enum):
     UNSAFE_ARCHIVE = "unsafe-archive", "an archive member could write outside the bundle"
     TRUNCATED_ARCHIVE = "truncated-archive", "an archive ends early or is not gzip/tar"
     GOLDEN_MISMATCH = "golden-mismatch", "a bundled model no longer reproduces its golden outputs"
+    BAD_SIGNATURE = "bad-signature", "a bundle is unsigned, or its signature matches no trusted key"
+    BAD_SIGNING_KEY = "bad-signing-key", "a signing or public key file cannot be read as Ed25519"
 
 
 class EdgefuseError(Exception):

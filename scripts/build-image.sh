@@ -41,6 +41,20 @@ OUT=${OUT:-out/$(basename "${SPEC%.*}")}
 EDGEFUSE=${EDGEFUSE:-edgefuse}
 command -v "$EDGEFUSE" >/dev/null 2>&1 || die "'$EDGEFUSE' is not on PATH (pip install -e . in a venv)"
 
+# the card maker and the device are checked before the build: a mistake costs no build time
+if [ -n "$CARD_MAKER" ]; then
+  if [ -f "$CARD_MAKER" ]; then maker_dir=$(cd "$(dirname "$CARD_MAKER")" && pwd)
+  else maker_dir=$(cd "$CARD_MAKER" 2>/dev/null && pwd) || die "--card-maker '$CARD_MAKER' does not exist"; fi
+  [ -f "$maker_dir/make_sd_card.py" ] || die "$maker_dir has no make_sd_card.py"
+  [ -n "$DEVICE" ] || die "--device is required with --card-maker (the card's block device, e.g. /dev/sdb)"
+  [ -b "$DEVICE" ] || die "$DEVICE is not a block device"
+  # the card maker repartitions the whole device: never one that is (or has a partition) mounted,
+  # which is how the disk this machine runs from looks
+  command -v lsblk >/dev/null 2>&1 || die "lsblk is needed to check that $DEVICE is not in use"
+  in_use=$(lsblk -nro MOUNTPOINT "$DEVICE" 2>/dev/null | sed '/^$/d' | head -n 3 | tr '\n' ' ')
+  [ -z "$in_use" ] || die "$DEVICE is in use (mounted at: $in_use); give the card's device, not a disk of this machine"
+fi
+
 "$EDGEFUSE" build "$SPEC" -o "$OUT" ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"}
 bundle=$(find "$OUT" -mindepth 1 -maxdepth 1 -type d ! -name '.*' | head -n 1)
 [ -n "$bundle" ] && [ -f "$bundle/minirc_install_hook.sh" ] || die "no bundle in $OUT"
@@ -54,12 +68,6 @@ if [ -z "$CARD_MAKER" ]; then
   echo "or by hand: cp -R $bundle $bundle/minirc_install_hook.sh /path/to/card-maker/ && (cd /path/to/card-maker && python3 make_sd_card.py local /dev/sdX $MEDIA)"
   exit 0
 fi
-
-if [ -f "$CARD_MAKER" ]; then maker_dir=$(cd "$(dirname "$CARD_MAKER")" && pwd)
-else maker_dir=$(cd "$CARD_MAKER" 2>/dev/null && pwd) || die "--card-maker '$CARD_MAKER' does not exist"; fi
-[ -f "$maker_dir/make_sd_card.py" ] || die "$maker_dir has no make_sd_card.py"
-[ -n "$DEVICE" ] || die "--device is required with --card-maker (the card's block device, e.g. /dev/sdb)"
-[ -b "$DEVICE" ] || die "$DEVICE is not a block device"
 
 rm -rf "${maker_dir:?}/$bundle_id"
 cp -R "$bundle" "$maker_dir/$bundle_id"

@@ -2,8 +2,10 @@
 
 Layout (``<name>-<version>/``)::
 
-    MANIFEST.json              format, its own digest, target, tools, models (parity, ATC argv),
-                               app, service, install prefix, files (sha256 of every other file)
+    MANIFEST.json              format, its own digest, bundle (name, version, id, build number),
+                               target, tools, models (parity, ATC argv), app, service, install
+                               prefix, files (sha256 of every other file)
+    MANIFEST.sig               with ``build --sign``: the Ed25519 signature of MANIFEST.json
     install.sh                 verify + install on the board (bash, no edgefuse needed)
     minirc_install_hook.sh     the Atlas 200I DK A2 card maker's hook
     spec.json                  the validated spec
@@ -35,6 +37,7 @@ from edgefuse.manifest import file_sha256
 
 BUNDLE_FORMAT = "edgefuse-bundle/1"
 MANIFEST = "MANIFEST.json"
+SIGNATURE = "MANIFEST.sig"  # the Ed25519 signature of MANIFEST.json (``signing``), when signed
 ZEROS = "0" * 64
 SELF_KEY = "manifest_sha256"
 
@@ -56,7 +59,8 @@ def write_file(bundle: Path, relative: str, text: str, *, executable: bool = Fal
 def write_bundle_manifest(bundle: Path, record: dict[str, Any]) -> str:
     """Write MANIFEST.json (``record`` + the digests of every file); returns its digest."""
     files = {path.relative_to(bundle).as_posix(): file_sha256(path)
-             for path in tree_files(bundle) if path.relative_to(bundle).as_posix() != MANIFEST}
+             for path in tree_files(bundle)
+             if path.relative_to(bundle).as_posix() not in (MANIFEST, SIGNATURE)}
     data = {"format": BUNDLE_FORMAT, SELF_KEY: ZEROS, **record, "files": dict(sorted(
         files.items()))}
     text = json.dumps(data, indent=2) + "\n"

@@ -23,8 +23,11 @@ from edgefuse.manifest import read_manifest
 
 
 def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheel: Entry,
-             opp: Entry | None, atc: str | None, epoch: int) -> str:
-    """Write the bundle into the empty folder ``bundle``; returns MANIFEST.json's digest."""
+             opp: Entry | None, atc: str | None, epoch: int, build_number: int) -> str:
+    """Write the bundle into the empty folder ``bundle``; returns MANIFEST.json's digest.
+
+    ``build_number`` orders releases of one bundle name: install.sh refuses a lower one than
+    the installed release (a downgrade) unless told to."""
     models = {}
     for build in builds:
         models[build.name] = _model(bundle, spec.model(build.name), build, spec)
@@ -50,7 +53,8 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheel: Ent
                service.render("minirc_install_hook.sh", values), executable=True)
     write_file(bundle, "spec.json", json.dumps(spec.document, indent=2, sort_keys=True) + "\n")
     record = {
-        "bundle": {"name": spec.name, "version": spec.version, "id": spec.bundle_id},
+        "bundle": {"name": spec.name, "version": spec.version, "id": spec.bundle_id,
+                   "build": build_number},
         "source_date_epoch": epoch,
         "target": spec.target,
         "tools": {**tool_versions(), "atc": atc},

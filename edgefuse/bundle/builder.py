@@ -6,6 +6,7 @@ OUT_DIR::
     <name>-<version>.tar.gz      the same tree, byte-reproducible (``reproducible``)
     <name>-<version>.tar.gz.sha256
     install.sh                   a copy, to check and install the archive on the board
+    k8s/                         with ``emit=("k8s",)``: Containerfile, daemonset.yaml (``kube``)
     build-log.json               per model and stage: cached or built, seconds (not in the bundle)
 
 Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> build each model
@@ -30,12 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from edgefuse._files import publish_directory, temporary_directory_in, write_text
+from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
-from edgefuse.bundle.digests import key_of, tool_versions
+from edgefuse.bundle.digests import PACKAGE_DIR, key_of, tool_versions
+from edgefuse.bundle.kube import write_k8s
 from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
+from edgefuse.bundle.signing import load_private_key, sign_bundle
 from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
 from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model
 from edgefuse.bundle.wheel import build_wheel
@@ -43,6 +47,7 @@ from edgefuse.errors import EdgefuseError, InputError, Ref
 from edgefuse.manifest import file_sha256
 
 LOG_FILE = "build-log.json"
+EMITS = ("k8s",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +97,14 @@ def source_date_epoch(spec: BuildSpec) -> int:
 
 def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] | None, *,
           jobs: int = 1, use_cache: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-          shard: str | None = None, force: bool = False, progress: bool = True) -> BuildOutcome:
-    """Build the bundle the spec at ``spec_path`` describes (see the module docstring)."""
+          shard: str | None = None, force: bool = False, progress: bool = True,
+          sign_key: str | os.PathLike[str] | None = None,
+          build_number: int | None = None, emit: tuple[str, ...] = ()) -> BuildOutcome:
+    """Build the bundle the spec at ``spec_path`` describes (see the module docstring).
+
+    ``sign_key``: an Ed25519 private key (``edgefuse keys new``) that signs MANIFEST.json.
+    ``build_number``: the bundle's monotonic build number (default: the source date epoch).
+    ``emit``: further deployments to write beside the archive: ``"k8s"`` (``kube``)."""
     start = time.perf_counter()
     spec = load_spec(spec_path)
     slice_ = parse_shard(shard)
@@ -107,6 +118,21 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                              reference=Ref.BAD_USAGE)
         _check_output_dir(out, force)
     epoch = source_date_epoch(spec)
+    if build_number is None:
+        build_number = epoch
+    if isinstance(build_number, bool) or not isinstance(build_number, int) or build_number < 0:
+        raise InputError(f"--build-number must be a whole number >= 0, got {build_number!r}",
+                         reference=Ref.BAD_ARGUMENT)
+    if sign_key is not None:
+        load_private_key(Path(sign_key))  # a bad key stops the build before any work
+    unknown = sorted(set(emit) - set(EMITS))
+    if unknown:
+        raise InputError(f"--emit {', '.join(unknown)}: not one of {', '.join(EMITS)}",
+                         reference=Ref.BAD_ARGUMENT)
+    if emit and spec.app is None:
+        raise InputError("--emit k8s needs an app: the spec has no 'app' section to run",
+                         hint="add an app (see examples/tiny-camera.yaml)",
+                         reference=Ref.BAD_ARGUMENT)
     cache = Cache(Path(cache_dir) if cache_dir else spec.cache_dir or default_cache_dir(),
                   read=use_cache)
     models = list(spec.models)
@@ -120,14 +146,16 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
     if slice_ is not None:
         return BuildOutcome(spec, None, None, None, None, log, time.perf_counter() - start)
     opp = _op_package(spec, builds, cache)
-    wheel, _ = cache.fetch("wheel", key_of({"stage": "wheel", "tools": tool_versions()}),
+    wheel, _ = cache.fetch("wheel", wheel_key(PACKAGE_DIR.parent / "pyproject.toml"),
                            lambda scratch: {"wheel": build_wheel(scratch, DEFAULT_EPOCH).name})
     staging = temporary_directory_in(out.parent, f".{out.name}.partial-")
     try:
         publish_directory(staging)
         bundle = staging / spec.bundle_id
         bundle.mkdir()
-        assemble(bundle, spec, builds, wheel, opp, atc_identity(), epoch)
+        assemble(bundle, spec, builds, wheel, opp, atc_identity(), epoch, build_number)
+        if sign_key is not None:
+            sign_bundle(bundle, Path(sign_key))
         archive = staging / f"{spec.bundle_id}.tar.gz"
         write_tar_gz(archive, bundle, spec.bundle_id, epoch)
         digest = file_sha256(archive)
@@ -135,6 +163,9 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                                                         encoding="utf-8")
         shutil.copyfile(bundle / "install.sh", staging / "install.sh")
         (staging / "install.sh").chmod(0o755)
+        if "k8s" in emit:
+            write_k8s(staging / "k8s", spec, archive.name,
+                      spec.custom_ops["vendor"] if opp is not None else None)
         seconds = time.perf_counter() - start
         write_text(staging / LOG_FILE, json.dumps(
             {"spec": str(spec.path), "archive": archive.name, "archive_sha256": digest,
@@ -271,6 +302,18 @@ def _op_package(spec: BuildSpec, builds: list[ModelBuild], cache: Cache) -> Entr
         (scratch / "project").rmdir()
         return {"ops": list(package.ops), "built": package.built}
 
-    key = key_of({"stage": "opp", "soc": spec.soc, "vendor": vendor, "tools": tool_versions()})
-    entry, _ = cache.fetch("opp", key, produce)
+    entry, _ = cache.fetch("opp", opp_key(spec.soc, vendor, cann_version()), produce)
     return entry
+
+
+def wheel_key(pyproject: Path) -> str:
+    """The wheel's metadata (name, version, dependencies) comes from the checkout's
+    pyproject.toml: its digest is part of the key."""
+    return key_of({"stage": "wheel", "tools": tool_versions(),
+                   "pyproject": file_sha256(pyproject) if pyproject.is_file() else None})
+
+
+def opp_key(soc: str, vendor: str, cann: str | None) -> str:
+    """The op package project is generated for one CANN: its version is part of the key."""
+    return key_of({"stage": "opp", "soc": soc, "vendor": vendor, "cann": cann,
+                   "tools": tool_versions()})

@@ -6,10 +6,14 @@ The checks are the same and run in the same order, refusing before anything is e
 
 - an archive: readable to its end (a truncated or non-gzip file is refused), every member a file
   or folder inside one top folder (the bundle id) with a plain name: no absolute path, no '..',
-  no link or hard link leading outside the bundle, no device, fifo or other special file;
-  extraction then also goes through tarfile's ``data`` filter where Python has it;
-- a folder: MANIFEST.json matches its own digest, lists exactly the files present (the Python
-  environment install.sh adds, ``.venv``, excepted), holds no links, and every file matches.
+  no symlink or hard link at all (a bundle never has one, and a chain of links is how tarfile's
+  own filter was bypassed, CVE-2025-4517), no device, fifo or other special file; extraction then
+  also goes through tarfile's ``data`` filter where Python has it;
+- a folder: MANIFEST.json matches its own digest, lists exactly the files present, holds no links,
+  and every file matches. The one exception is an installed release (PREFIX/releases/<id>): its
+  ``.venv``, the Python environment install.sh built, must match the digest record install.sh
+  wrote for it (PREFIX/venv-digests/<id>.sha256), file for file;
+- with trusted keys (``keys``): MANIFEST.json's Ed25519 signature (``signing``) by one of them.
 
 Then each model runs once on the best backend here against its golden recording.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import posixpath
+import os
 import re
 import shutil
 import tarfile
@@ -28,13 +32,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edgefuse.bundle.archive import MANIFEST, manifest_self_digest
+from edgefuse.bundle.archive import MANIFEST, SIGNATURE, manifest_self_digest
 from edgefuse.bundle.golden import GoldenCheck, check_golden
+from edgefuse.bundle.signing import check_signature
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import file_sha256
 
-NAME = re.compile(r"^[A-Za-z0-9._/+@-]+$")
+NAME = re.compile(r"[A-Za-z0-9._/+@-]+")  # whole names only: fullmatch, no trailing newline
 VENV = ".venv"  # the Python environment install.sh creates inside an installed release
+VENV_RECORDS = "venv-digests"  # PREFIX/venv-digests/<release>.sha256, written by install.sh
+# An archive may unpack to at most RATIO times its size plus SLACK bytes, and never more than
+# CEILING: a bundle's models and wheel compress little, while a bomb of zeros (or a sparse
+# member) would fill TMPDIR before any other check could refuse it.
+RATIO, SLACK, CEILING = 100, 64 << 20, 8 << 30
 
 
 def _unsafe(message: str) -> InputError:
@@ -54,44 +64,29 @@ def check_archive(path: Path) -> str:
     if not members:
         raise InputError(f"'{path}' is an empty archive", reference=Ref.TRUNCATED_ARCHIVE)
     top = members[0].name.split("/")[0]
-    names = {m.name.rstrip("/") for m in members}
     for member in members:
         name = member.name
         if name.startswith("/"):
             raise _unsafe(f"member '{name}' has an absolute path")
         if ".." in name.split("/"):
             raise _unsafe(f"member '{name}' climbs out with '..'")
-        if not NAME.match(name):
+        if not NAME.fullmatch(name):
             raise _unsafe(f"member '{name}' has characters a bundle never uses")
         if name.split("/")[0] != top:
             raise _unsafe(f"member '{name}' is outside the bundle's folder '{top}/'")
-        if member.issym():
-            if not _inside(posixpath.dirname(name), member.linkname, top):
-                raise _unsafe(f"symlink '{name}' -> '{member.linkname}' points outside the "
-                              "bundle")
-        elif member.islnk():
-            if not _inside(".", member.linkname, top) or member.linkname not in names:
-                raise _unsafe(f"hard link '{name}' -> '{member.linkname}' points outside the "
-                              "bundle")
+        if member.issym() or member.islnk():
+            kind = "symlink" if member.issym() else "hard link"
+            raise _unsafe(f"'{name}' is a {kind}; a bundle holds only files and folders")
         elif not (member.isfile() or member.isdir()):
             raise _unsafe(f"'{name}' is a device, fifo or other special file")
+        if member.issparse():
+            raise _unsafe(f"'{name}' is a sparse file; a bundle never holds one")
+    total = sum(member.size for member in members)
+    limit = min(CEILING, RATIO * path.stat().st_size + SLACK)
+    if total > limit:
+        raise _unsafe(f"it would unpack to {total} bytes, more than {limit} for a "
+                      f"{path.stat().st_size}-byte archive (a decompression bomb?)")
     return top
-
-
-def _inside(base: str, target: str, top: str) -> bool:
-    if target.startswith("/"):
-        return False
-    parts: list[str] = []
-    for part in f"{base}/{target}".split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if len(parts) <= 1:
-                return False
-            parts.pop()
-        else:
-            parts.append(part)
-    return bool(parts) and parts[0] == top
 
 
 def extract(path: Path, into: Path) -> Path:
@@ -105,8 +100,9 @@ def extract(path: Path, into: Path) -> Path:
     return into / top
 
 
-def verify_tree(folder: Path) -> dict[str, Any]:
-    """Check a bundle folder against its MANIFEST.json; returns the manifest."""
+def verify_tree(folder: Path, keys: Sequence[Path] = ()) -> dict[str, Any]:
+    """Check a bundle folder against its MANIFEST.json (and its signature by one of ``keys``,
+    when given); returns the manifest."""
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         raise InputError(f"'{folder}' has no {MANIFEST}: not an edgefuse bundle",
@@ -124,6 +120,13 @@ def verify_tree(folder: Path) -> dict[str, Any]:
     if claimed != actual:
         raise InputError(f"{manifest_path} was modified (its digest does not match)",
                          hint="copy the bundle again", reference=Ref.BUNDLE_FILE_MODIFIED)
+    if keys:
+        signature = folder / SIGNATURE
+        check_signature(manifest_path.read_bytes(),
+                        signature.read_bytes() if signature.is_file() else None, keys, folder)
+    venv = folder / VENV
+    if venv.is_symlink() or venv.exists():
+        _check_installed_venv(folder)
     listed = data.get("files")
     if not isinstance(listed, dict):
         raise InputError(f"{manifest_path} has no 'files'", reference=Ref.BAD_BUNDLE)
@@ -131,11 +134,11 @@ def verify_tree(folder: Path) -> dict[str, Any]:
     for path in sorted(folder.rglob("*")):
         relative = path.relative_to(folder)
         if relative.parts[0] == VENV:
-            continue
+            continue  # checked against install.sh's record above
         if path.is_symlink() or not (path.is_file() or path.is_dir()):
             raise InputError(f"'{path}' is a link or special file; a bundle holds only files and "
                              "folders", reference=Ref.BUNDLE_FILE_MODIFIED)
-        if path.is_file() and relative.as_posix() != MANIFEST:
+        if path.is_file() and relative.as_posix() not in (MANIFEST, SIGNATURE):
             present.add(relative.as_posix())
     missing, unlisted = sorted(set(listed) - present), sorted(present - set(listed))
     if missing or unlisted:
@@ -153,6 +156,32 @@ def verify_tree(folder: Path) -> dict[str, Any]:
                          hint="tampered or damaged: copy the bundle again; nothing was installed",
                          reference=Ref.BUNDLE_FILE_MODIFIED)
     return data
+
+
+def venv_listing(release: Path) -> str:
+    """install.sh's ``venv_listing``: each file's ``sha256  .venv/path``, then each link's
+    ``link  .venv/path -> target``, both sorted by path."""
+    files, links = [], []
+    for directory, folders, names in os.walk(release / VENV):  # links are not followed
+        for name in folders + names:
+            path = Path(directory, name)
+            relative = path.relative_to(release).as_posix()
+            if path.is_symlink():
+                links.append(f"link  {relative} -> {os.readlink(path)}")
+            elif path.is_file():
+                files.append((relative, f"{file_sha256(path)}  {relative}"))
+    return "\n".join([line for _, line in sorted(files)] + sorted(links))
+
+
+def _check_installed_venv(release: Path) -> None:
+    resolved = release.resolve()
+    record = resolved.parent.parent / VENV_RECORDS / f"{resolved.name}.sha256"
+    venv = release / VENV
+    if (venv.is_symlink() or not record.is_file()
+            or record.read_text(encoding="utf-8").rstrip("\n") != venv_listing(release)):
+        raise InputError(f"'{venv}' is not the Python environment install.sh built (changed, "
+                         "planted, or a link)", hint="a bundle never holds .venv; on a board, "
+                         "reinstall the release", reference=Ref.BUNDLE_FILE_MODIFIED)
 
 
 @dataclasses.dataclass
@@ -180,8 +209,9 @@ class BundleReport:
 
 
 def verify_bundle(target: str | Path, *, backends: Sequence[str] = ("acl", "cuda", "cpu"),
-                  run_models: bool = True) -> BundleReport:
-    """Check a bundle folder or archive, then run each model against its golden recording."""
+                  run_models: bool = True, keys: Sequence[Path] = ()) -> BundleReport:
+    """Check a bundle folder or archive (signed by one of ``keys``, when given), then run each
+    model against its golden recording."""
     path = Path(target)
     if not path.exists():
         raise InputError(f"'{path}' does not exist", hint="give a bundle folder or its .tar.gz",
@@ -191,7 +221,7 @@ def verify_bundle(target: str | Path, *, backends: Sequence[str] = ("acl", "cuda
         if path.is_file():
             scratch = Path(tempfile.mkdtemp(prefix="edgefuse-bundle-"))
             path = extract(path, scratch)
-        manifest = verify_tree(path)
+        manifest = verify_tree(path, keys)
         models = {}
         if run_models:
             for name, model in sorted(manifest.get("models", {}).items()):

@@ -43,6 +43,7 @@ def script_values(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
     service = spec.service if spec.app is not None else None
     return {
         "BUNDLE_ID": shlex.quote(spec.bundle_id),
+        "BUNDLE_NAME": shlex.quote(spec.name),
         "PREFIX": shlex.quote(spec.prefix),
         "SERVICE": shlex.quote(service["name"]) if service else "''",
         "SERVICE_USER": shlex.quote(spec.service["user"]),
@@ -98,6 +99,13 @@ def unit_file(spec: BuildSpec) -> str:
 
 
 def environment_file(spec: BuildSpec, opp_vendor: str | None) -> str:
+    values = environment(spec, opp_vendor)
+    lines = "\n".join(f"{name}={_env_value(value)}" for name, value in values.items())
+    return render("service.env", {"SERVICE": spec.service["name"], "ENVIRONMENT": lines})
+
+
+def environment(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
+    """The app's environment: what CANN's set_env.sh sets, then the spec's own variables."""
     cann = spec.target["cann_home"]
     values = {
         "ASCEND_TOOLKIT_HOME": cann,
@@ -110,13 +118,14 @@ def environment_file(spec: BuildSpec, opp_vendor: str | None) -> str:
         "PATH": f"{cann}/bin:{cann}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:"
                 "/usr/sbin:/usr/bin:/sbin:/bin",
         "PYTHONUNBUFFERED": "1",
+        # CANN logs to $HOME/ascend/log by default, which ProtectHome= hides: the unit's logs
+        "ASCEND_PROCESS_LOG_PATH": f"/var/log/edgefuse/{spec.name}",
     }
     if opp_vendor is not None:
         values["ASCEND_CUSTOM_OPP_PATH"] = f"{spec.prefix}/opp/vendors/{opp_vendor}"
     for name, value in spec.service["environment"].items():
         values[name] = str(value).lower() if isinstance(value, bool) else str(value)
-    lines = "\n".join(f"{name}={_env_value(value)}" for name, value in values.items())
-    return render("service.env", {"SERVICE": spec.service["name"], "ENVIRONMENT": lines})
+    return values
 
 
 def _env_value(value: str) -> str:

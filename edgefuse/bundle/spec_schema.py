@@ -169,7 +169,8 @@ _SERVICE = _object({
     "name": {"type": "string", "pattern": "^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$",
              "examples": ["edgefuse-camera"], "description": "the systemd unit's name"},
     "user": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,31}$",
-             "examples": ["HwHiAiUser"]},
+             "not": {"const": "root"}, "examples": ["HwHiAiUser"],
+             "description": "never root: the app needs only the NPU and camera groups"},
     "group": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,31}$",
               "examples": ["HwHiAiUser"]},
     "supplementary_groups": {"type": "array",
@@ -178,6 +179,12 @@ _SERVICE = _object({
     "restart": {"enum": ["always", "on-failure", "on-abnormal", "on-abort", "no"],
                 "examples": ["always"]},
     "restart_sec": {"type": "number", "minimum": 0, "maximum": 3600, "examples": [5]},
+    "health": _object({
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535, "examples": [8080]},
+        "path": {"type": "string", "pattern": "^/[A-Za-z0-9._/-]*$", "examples": ["/healthz"]},
+    }, ("port",), description="the app's HTTP health endpoint: Kubernetes probes it"),
+    "metrics_port": {"type": "integer", "minimum": 1, "maximum": 65535, "examples": [9100],
+                     "description": "the port the app serves metrics on"},
     "environment": {"type": "object",
                     "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
                     "additionalProperties": {"type": ["string", "number", "boolean"]},
@@ -223,8 +230,27 @@ SCHEMA: dict[str, Any] = {
         "app": _APP,
         "service": _SERVICE,
         "install": _object({
-            "prefix": {"type": "string", "pattern": "^/[A-Za-z0-9._/-]*$",
+            # folders that never start with '.': no '.', '..' (out of a rootfs), '//' or '/'
+            "prefix": {"type": "string", "pattern": "^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+$",
                        "examples": ["/opt/edgefuse/shapes-camera"]},
         }),
     }, ("apiVersion", "bundle", "target", "models")),
 }
+
+
+def _whole_strings(node: Any) -> None:
+    """End every ``^...$`` pattern with ``$(?!\\n)``: ``jsonschema`` matches with Python's
+    ``re.search``, whose ``$`` also matches before a trailing newline (a unit named
+    ``"edgefuse-x\\n"`` would pass and split the unit file); ECMA-262 editors read it the same."""
+    if isinstance(node, dict):
+        pattern = node.get("pattern")
+        if isinstance(pattern, str) and pattern.endswith("$"):
+            node["pattern"] = pattern + "(?!\\n)"
+        for value in node.values():
+            _whole_strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            _whole_strings(value)
+
+
+_whole_strings(SCHEMA)

@@ -43,7 +43,7 @@ from edgefuse.bundle.spec import ModelSpec
 from edgefuse.convert import convert
 from edgefuse.errors import EdgefuseError, InputError, Ref
 from edgefuse.fallback.sim_target import knows_board
-from edgefuse.manifest import read_manifest, write_manifest
+from edgefuse.manifest import file_sha256, read_manifest, write_manifest
 from edgefuse.model_info import AppInfo, Postprocess
 from edgefuse.models.catalogue import CATALOGUE
 from edgefuse.optimize import optimize
@@ -132,14 +132,7 @@ def _source_identity(model: ModelSpec) -> dict[str, Any]:
         name, variant = model.catalogue_name
         return {"catalogue": name, "variant": variant}
     if model.source_kind == "factory":
-        module = model.source.partition(":")[0]
-        try:
-            found = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            found = None
-        origin = Path(found.origin) if found is not None and found.origin else None
-        return {"factory": model.source,
-                "module": tree_sha256(origin) if origin and origin.is_file() else None}
+        return {"factory": model.source, "module": _factory_module_sha256(model)}
     digest = tree_sha256(model.source_file)
     if model.sha256 is not None and digest != model.sha256:
         raise InputError(
@@ -151,6 +144,24 @@ def _source_identity(model: ModelSpec) -> dict[str, Any]:
     return {"file": digest}
 
 
+def _factory_module_sha256(model: ModelSpec) -> str | None:
+    """The digest of the factory's module: the spec folder's own (where convert imports it
+    from, as ``python -m`` would: a package counts whole), else an installed one."""
+    module = model.source.partition(":")[0]
+    relative = Path(*module.split("."))
+    for candidate in (model.directory / relative.with_suffix(".py"),
+                      model.directory / relative / "__init__.py"):
+        if candidate.is_file():
+            return tree_sha256(candidate.parent if candidate.name == "__init__.py"
+                               else candidate)
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    origin = Path(found.origin) if found is not None and found.origin else None
+    return tree_sha256(origin) if origin is not None and origin.is_file() else None
+
+
 def _inputs_json(model: ModelSpec) -> list | None:
     if model.inputs is None:
         return None
@@ -158,8 +169,13 @@ def _inputs_json(model: ModelSpec) -> list | None:
 
 
 def atc_identity() -> str | None:
-    """The CANN that compiles here (its version is part of the compile key), None without ATC."""
-    return (cann_version() or "unknown") if find_atc() is not None else None
+    """The CANN that compiles here, None without ATC: its version and a digest of the ``atc``
+    on PATH (the version alone reads "unknown" without CANN's install-info file, and another
+    toolkit's atc may be first on PATH); part of the compile key."""
+    atc = find_atc()
+    if atc is None:
+        return None
+    return f"{cann_version() or 'unknown'} atc:{file_sha256(Path(atc).resolve())[:16]}"
 
 
 # ---- producers ----------------------------------------------------------------------------------

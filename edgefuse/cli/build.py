@@ -10,6 +10,7 @@ model's options rebuilds that model only. A failed gate exits 1 and says which m
 
 Examples:
   edgefuse build examples/tiny-camera.yaml -o out/tiny
+  edgefuse build spec.yaml -o out/release --sign keys/release.key.pem --build-number 42
   edgefuse build spec.yaml -o out/release --jobs 2
   edgefuse build spec.yaml --shard 1/3 --cache /shared/cache   # CI: one slice of the models
   edgefuse build spec.yaml -o out/release --cache /shared/cache # then assemble from the cache
@@ -43,6 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "without --shard then assembles the bundle from it")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing OUT_DIR (atomically, once the new one is done)")
+    parser.add_argument("--sign", metavar="KEY.pem",
+                        help="sign MANIFEST.json with this Ed25519 private key (edgefuse keys "
+                             "new); boards that trust its public key install only signed bundles")
+    parser.add_argument("--build-number", type=int, metavar="N",
+                        help="the monotonic build number boards compare to refuse downgrades "
+                             "(default: the source date epoch)")
+    parser.add_argument("--emit", action="append", choices=("k8s",), default=[],
+                        help="also write OUT_DIR/k8s/: a Containerfile (aarch64, CANN base "
+                             "image as a build argument) and a DaemonSet for K8s/KubeEdge")
     parser.add_argument("--no-progress", action="store_true",
                         help="no per-model progress lines on stderr")
     parser.add_argument("--schema", action="store_true",
@@ -58,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
                          reference=Ref.BAD_USAGE)
     outcome = build(args.spec, args.output, jobs=args.jobs, use_cache=not args.no_cache,
                     cache_dir=args.cache, shard=args.shard, force=args.force,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, sign_key=args.sign,
+                    build_number=args.build_number, emit=tuple(args.emit))
     rebuilt = ", ".join(outcome.rebuilt) or "none (everything from the cache)"
     if outcome.archive is None:
         print(f"shard {args.shard}: {len(outcome.models)} model(s) in the cache; rebuilt: "

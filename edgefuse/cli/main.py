@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "compile",
     "build",
     "bundle",
+    "keys",
     "ops",
     "inspect",
     "run",

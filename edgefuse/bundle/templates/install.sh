@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
 # Install the edgefuse bundle @@BUNDLE_ID@@ on an Ascend board (or into a root file system).
-# Written by `edgefuse build`; needs bash, coreutils (sha256sum), tar and gzip, not edgefuse.
+# Written by `edgefuse build`; needs bash, coreutils (sha256sum), tar, gzip and, for signed
+# bundles, openssl (1.1.1 or later: Ed25519), not edgefuse.
 #
 #   bash install.sh [ARCHIVE.tar.gz | BUNDLE_DIR]   verify, install beside the old version, switch
 #   bash install.sh --rollback                      switch back to the previous version
 #   bash install.sh --verify-only [ARCHIVE | DIR]   only the checks
-# Options: --root DIR (install into a root file system, e.g. a card image's rootfs; default /),
-#   --offline (no systemctl, no Python: what the card maker's hook uses), --finish (the deferred
-#   part on the board: Python environment, service start), --no-python, --expect-sha256 HEX (the
-#   archive's published digest).
+# Options: --root DIR (install into a root file system, e.g. a card image's rootfs; implies
+#   --offline: the board's own Python builds the environment at first boot), --offline (no
+#   systemctl, no Python: what the card maker's hook uses), --finish (the deferred part on the
+#   board: Python environment, service start), --no-python, --expect-sha256 HEX (the archive's
+#   published digest), --key PUB.pem (a trusted signing key, besides ROOT/etc/edgefuse/keys/*.pem),
+#   --allow-downgrade, --health-cmd CMD (must succeed after the switch, else the old version comes
+#   back; EDGEFUSE_CURRENT names the new release), --health-timeout SECONDS (default 60).
 #
 # Every check runs before anything is written: an archive is refused if it is truncated or holds
-# absolute paths, '..', links that leave the bundle, device files or names outside the bundle's
-# folder; every file must match MANIFEST.json (and MANIFEST.json its own digest), no file may be
-# unlisted. Versions live in PREFIX/releases/<id>; PREFIX/current and PREFIX/previous are
-# symlinks switched with a rename, so a reader sees the old or the new version, never a mix.
+# absolute paths, '..', any link, device files or names outside one folder NAME-VERSION; every file
+# must match MANIFEST.json (and MANIFEST.json its own digest), no file may be unlisted. Where the
+# device trusts signing keys, MANIFEST.json must carry a valid Ed25519 signature by one of them,
+# and a lower build number (or version) than the installed one is refused. An installer of another
+# version hands a checked bundle to that bundle's own install.sh, so upgrading with the installer
+# already on the board (PREFIX/current/install.sh) keeps the check in trusted hands.
+#
+# Versions live in PREFIX/releases/<id>; each is prepared whole (files, Python environment) and
+# flushed to disk before PREFIX/current switches to it with one rename; PREFIX/previous is set to
+# the old version before that switch, and older versions are removed only once the new one passed
+# its health check.
 set -euo pipefail
 umask 022
+INSTALLER_MARK='# edgefuse-installer: 2 (signatures, device check, health rollback)'
+# edgefuse-installer: 2 (signatures, device check, health rollback)
 
 BUNDLE_ID=@@BUNDLE_ID@@
+BUNDLE_NAME=@@BUNDLE_NAME@@
 PREFIX=@@PREFIX@@
 SERVICE=@@SERVICE@@
 SERVICE_USER=@@SERVICE_USER@@
@@ -26,6 +40,7 @@ SERVICE_GROUP=@@SERVICE_GROUP@@
 OPP_VENDOR=@@OPP_VENDOR@@
 ZEROS=0000000000000000000000000000000000000000000000000000000000000000
 NAME_CHARS='A-Za-z0-9._/+@-'
+SIG=MANIFEST.sig
 
 ROOT=${EDGEFUSE_ROOT:-/}
 MODE=install
@@ -34,31 +49,60 @@ PYTHON=1
 EXPECT_SHA=
 SOURCE=
 SCRATCH=
+KEYS=()
+ALLOW_DOWNGRADE=0
+HEALTH_CMD=${EDGEFUSE_HEALTH_CMD:-}
+HEALTH_TIMEOUT=60
+HEALTH_INTERVAL=2
+PASS_ON=()  # the options a handed-over install.sh gets again
 
 die() { echo "install.sh: error: $*" >&2; exit 2; }
+fail() { echo "install.sh: error: $*" >&2; exit 1; }
 note() { echo "install.sh: $*" >&2; }
 cleanup() { if [ -n "$SCRATCH" ]; then rm -rf "$SCRATCH"; fi; }
 trap cleanup EXIT
 
+ROOT_GIVEN=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --root) [ $# -ge 2 ] || die "--root needs a folder"; ROOT=$2; shift 2 ;;
-    --root=*) ROOT=${1#--root=}; shift ;;
+    --root) [ $# -ge 2 ] || die "--root needs a folder"; ROOT=$2; ROOT_GIVEN=1; shift 2 ;;
+    --root=*) ROOT=${1#--root=}; ROOT_GIVEN=1; shift ;;
     --rollback) MODE=rollback; shift ;;
     --verify-only) MODE=verify; shift ;;
     --finish) MODE=finish; shift ;;
-    --offline) OFFLINE=1; PYTHON=0; shift ;;
-    --no-python) PYTHON=0; shift ;;
+    --offline) OFFLINE=1; PYTHON=0; PASS_ON+=("$1"); shift ;;
+    --no-python) PYTHON=0; PASS_ON+=("$1"); shift ;;
     --expect-sha256) [ $# -ge 2 ] || die "--expect-sha256 needs a digest"; EXPECT_SHA=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --key) [ $# -ge 2 ] || die "--key needs a public key file"; KEYS+=("$2"); PASS_ON+=("$1" "$2"); shift 2 ;;
+    --allow-downgrade) ALLOW_DOWNGRADE=1; PASS_ON+=("$1"); shift ;;
+    --health-cmd) [ $# -ge 2 ] || die "--health-cmd needs a command"; HEALTH_CMD=$2; shift 2 ;;
+    --health-timeout) [ $# -ge 2 ] || die "--health-timeout needs seconds"; HEALTH_TIMEOUT=$2; PASS_ON+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) [ -z "$SOURCE" ] || die "give one archive or folder, not '$SOURCE' and '$1'"; SOURCE=$1; shift ;;
   esac
 done
+case "$HEALTH_TIMEOUT" in ''|*[!0-9]*) die "--health-timeout '$HEALTH_TIMEOUT' is not a number of seconds" ;; esac
+case "$PREFIX" in
+  /*) ;;
+  *) die "the install prefix '$PREFIX' is not absolute (fix install.prefix in the spec)" ;;
+esac
+case "$PREFIX/" in
+  */../*|*/./*|*//*) die "the install prefix '$PREFIX' has '.', '..' or '//' (fix install.prefix in the spec)" ;;
+esac
 [ -d "$ROOT" ] || die "--root '$ROOT' is not a folder"
-ROOT=$(cd "$ROOT" && pwd)
+ROOT=$(cd "$ROOT" && pwd -P)
 [ "$ROOT" = / ] && ROOT=
+if [ -n "$ROOT" ]; then
+  [ "$MODE" != finish ] || die "--finish runs on the board itself, not with --root"
+  if [ "$PYTHON" = 1 ]; then
+    # the host's python3 would build an environment for the host inside the target's rootfs
+    note "--root: installing offline; the board builds the Python environment at first boot (--finish)"
+  fi
+  OFFLINE=1; PYTHON=0
+fi
 DEST="$ROOT$PREFIX"
+KEYDIR="$ROOT/etc/edgefuse/keys"
 LIVE=0
 if [ -z "$ROOT" ] && [ "$OFFLINE" = 0 ] && command -v systemctl >/dev/null 2>&1 \
     && [ -d /run/systemd/system ]; then
@@ -67,32 +111,19 @@ fi
 
 # ---- archive checks ------------------------------------------------------------------------------
 
-# inside BASE TARGET: does the link TARGET, written in folder BASE of the archive, stay in the top?
-inside() {
-  local path="$1/$2" part out=()
-  case "$2" in /*) return 1 ;; esac
-  local IFS=/
-  for part in $path; do
-    case "$part" in
-      ''|.) ;;
-      ..) [ ${#out[@]} -gt 1 ] || return 1; unset 'out[${#out[@]}-1]' ;;
-      *) out+=("$part") ;;
-    esac
-  done
-  [ ${#out[@]} -ge 1 ] && [ "${out[0]}" = "$BUNDLE_ID" ]
-}
-
+TOP=  # the archive's one folder, NAME-VERSION
 check_archive() {
-  local archive=$1 names listing line kind name target rest
+  local archive=$1 names listing line name index=0 members=() total limit size
   [ -f "$archive" ] || die "'$archive' is not a file"
-  if [ -n "$EXPECT_SHA" ]; then
-    [ "$(sha256sum "$archive" | cut -d' ' -f1)" = "$EXPECT_SHA" ] \
-      || die "'$archive' does not have the sha256 given with --expect-sha256"
-  fi
   gzip -t "$archive" 2>/dev/null \
     || die "'$archive' is truncated or not a gzip file (copy it again; nothing was installed)"
   names=$(tar -tzf "$archive" 2>/dev/null) \
     || die "'$archive' is truncated or not a tar archive (copy it again; nothing was installed)"
+  TOP=${names%%$'\n'*}; TOP=${TOP%%/*}
+  case "$TOP" in
+    "$BUNDLE_NAME"-*) ;;
+    *) die "'$archive' holds '$TOP/', not a bundle of $BUNDLE_NAME ($BUNDLE_NAME-VERSION/)" ;;
+  esac
   while IFS= read -r name; do
     case "$name" in
       /*) die "unsafe archive: member '$name' has an absolute path" ;;
@@ -104,28 +135,28 @@ check_archive() {
       die "unsafe archive: member '$name' has characters a bundle never uses"
     fi
     case "$name" in
-      "$BUNDLE_ID"|"$BUNDLE_ID"/*) ;;
-      *) die "unsafe archive: member '$name' is outside the bundle's folder '$BUNDLE_ID/'" ;;
+      "$TOP"|"$TOP"/*) ;;
+      *) die "unsafe archive: member '$name' is outside the bundle's folder '$TOP/'" ;;
     esac
   done <<< "$names"
-  listing=$(LC_ALL=C tar -tvzf "$archive" 2>/dev/null) || die "'$archive' cannot be listed"
+  # the first letter of each line is the member's type (--numeric-owner: no owner name with
+  # spaces can shift anything); a bundle holds only files and folders, never a link
+  listing=$(LC_ALL=C tar -tvzf "$archive" --numeric-owner 2>/dev/null) \
+    || die "'$archive' cannot be listed"
+  mapfile -t members <<< "$names"
+  # at most 100 times the archive's size + 64 MiB unpacked, never over 8 GiB: no bomb fills TMPDIR
+  size=$(stat -c %s "$archive")
+  limit=$((100 * size + 67108864)); [ "$limit" -le 8589934592 ] || limit=8589934592
+  total=$(printf '%s\n' "$listing" | awk '{sum += $3} END {printf "%d", sum}')
+  [ "$total" -le "$limit" ] || die "unsafe archive: it would unpack to $total bytes, more than \
+$limit for a $size-byte archive (a decompression bomb?); nothing was extracted"
   while IFS= read -r line; do
-    kind=${line:0:1}
-    case "$kind" in
+    name=${members[$index]}; index=$((index + 1))
+    case "${line:0:1}" in
       -|d) ;;
-      l|h)
-        # permissions owner size date time NAME (-> TARGET | link to TARGET)
-        rest=$(printf '%s\n' "$line" | awk '{for (i = 6; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "")}')
-        if [ "$kind" = l ]; then name=${rest%% -> *}; target=${rest#* -> }
-        else name=${rest%% link to *}; target=${rest#* link to }; fi
-        if [ "$kind" = l ]; then
-          inside "$(dirname "$name")" "$target" \
-            || die "unsafe archive: symlink '$name' -> '$target' points outside the bundle"
-        else
-          inside . "$target" \
-            || die "unsafe archive: hard link '$name' -> '$target' points outside the bundle"
-        fi ;;
-      *) die "unsafe archive: '$line' is a device, fifo or other special file" ;;
+      l) die "unsafe archive: '$name' is a symlink; a bundle holds only files and folders" ;;
+      h) die "unsafe archive: '$name' is a hard link; a bundle holds only files and folders" ;;
+      *) die "unsafe archive: '$name' is a device, fifo or other special file" ;;
     esac
   done <<< "$listing"
 }
@@ -141,20 +172,76 @@ manifest_digest() {
   sed -n 's/^  "manifest_sha256": "\([0-9a-f]\{64\}\)",$/\1/p' "$1/MANIFEST.json"
 }
 
-verify_tree() {
-  local dir=$1 expected actual listed found bad
+bundle_field() {  # bundle_field DIR KEY: a value of MANIFEST.json's "bundle" block
+  sed -n '/^  "bundle": {$/,/^  }/p' "$1/MANIFEST.json" \
+    | sed -n "s/^    \"$2\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" | head -n 1
+}
+
+trusted_keys() {  # the keys given with --key, then the device's trust store
+  local key
+  for key in ${KEYS[@]+"${KEYS[@]}"}; do printf '%s\n' "$key"; done
+  for key in "$KEYDIR"/*.pem; do [ -f "$key" ] && printf '%s\n' "$key"; done
+  return 0
+}
+
+check_signature() {  # the Ed25519 signature of MANIFEST.json, by a key this device trusts
+  local dir=$1 key keys
+  keys=$(trusted_keys)
+  if [ -z "$keys" ]; then
+    note "warning: no trusted signing key (--key, or $KEYDIR/*.pem): checking integrity only"
+    return 0
+  fi
+  [ -f "$dir/$SIG" ] \
+    || die "'$dir' is not signed, and this device installs only bundles signed by a key in $KEYDIR"
+  command -v openssl >/dev/null 2>&1 || die "openssl is needed to check the bundle's signature"
+  while IFS= read -r key; do
+    [ -f "$key" ] || die "the trusted key '$key' does not exist"
+    if openssl pkeyutl -verify -pubin -inkey "$key" -rawin -in "$dir/MANIFEST.json" \
+        -sigfile "$dir/$SIG" >/dev/null 2>&1; then
+      return 0
+    fi
+  done <<< "$keys"
+  die "the signature of '$dir' matches no trusted key ($(printf '%s' "$keys" | tr '\n' ' ')): \
+forged, or signed with another key; nothing was installed"
+}
+
+venv_listing() {  # the digest record of RELEASE/.venv: every file's sha256, every link's target
+  (cd "$1" && find .venv -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum \
+    && find .venv -type l -print | LC_ALL=C sort | while IFS= read -r link; do
+      printf 'link  %s -> %s\n' "$link" "$(readlink "$link")"; done)
+}
+
+venv_record() { printf '%s/venv-digests/%s.sha256' "$DEST" "$(basename "$1")"; }
+
+verify_tree() {  # verify_tree DIR [installed]: installed releases may hold the recorded .venv
+  local dir=$1 installed=${2:-} expected actual listed found bad id record
   [ -f "$dir/MANIFEST.json" ] || die "'$dir' has no MANIFEST.json: not an edgefuse bundle"
   expected=$(manifest_digest "$dir")
   [ -n "$expected" ] || die "$dir/MANIFEST.json carries no manifest_sha256: damaged or not a bundle"
   actual=$(sed "s/^  \"manifest_sha256\": \"[0-9a-f]\{64\}\",\$/  \"manifest_sha256\": \"$ZEROS\",/" \
     "$dir/MANIFEST.json" | sha256sum | cut -d' ' -f1)
   [ "$actual" = "$expected" ] || die "$dir/MANIFEST.json was modified (its digest does not match)"
-  # .venv: the Python environment install.sh adds to an installed release
-  bad=$(find "$dir" -path "$dir/.venv" -prune -o ! -type f ! -type d -print | head -n 1)
+  check_signature "$dir"
+  id=$(bundle_field "$dir" id)
+  case "$id" in
+    "$BUNDLE_NAME"-*) ;;
+    *) die "'$dir' is the bundle '$id', not one of $BUNDLE_NAME" ;;
+  esac
+  if [ -n "$installed" ] && [ -e "$dir/.venv" -o -L "$dir/.venv" ]; then
+    # the environment this installer built: it must be exactly what it recorded then
+    record=$(venv_record "$dir")
+    [ ! -L "$dir/.venv" ] && [ -f "$record" ] && [ "$(venv_listing "$dir")" = "$(cat "$record")" ] \
+      || die "$dir/.venv is not the Python environment this installer built (changed or planted)"
+    bad=$(find "$dir" -path "$dir/.venv" -prune -o ! -type f ! -type d -print | head -n 1)
+    found=$(cd "$dir" && find . -path ./.venv -prune -o -type f ! -path ./MANIFEST.json \
+      ! -path "./$SIG" -print | sed 's|^\./||' | LC_ALL=C sort)
+  else
+    bad=$(find "$dir" ! -type f ! -type d -print | head -n 1)
+    found=$(cd "$dir" && find . -type f ! -path ./MANIFEST.json ! -path "./$SIG" -print \
+      | sed 's|^\./||' | LC_ALL=C sort)
+  fi
   [ -z "$bad" ] || die "'$bad' is a link or special file; a bundle holds only files and folders"
   listed=$(manifest_files "$dir" | cut -c67- | LC_ALL=C sort)
-  found=$(cd "$dir" && find . -path ./.venv -prune -o -type f ! -path ./MANIFEST.json -print \
-    | sed 's|^\./||' | LC_ALL=C sort)
   if [ "$listed" != "$found" ]; then
     bad=$(LC_ALL=C comm -3 <(printf '%s\n' "$listed") <(printf '%s\n' "$found") | head -n 3 | tr -d '\t')
     die "the files of '$dir' differ from MANIFEST.json's list (missing or unlisted: $bad)"
@@ -165,38 +252,79 @@ $(printf '%s\n' "$bad" | grep -v '^sha256sum: WARNING' | head -n 5)"
   fi
 }
 
+check_not_older() {  # refuse a lower build number, or a lower version of the same build
+  local new=$1 cur new_build cur_build new_version cur_version
+  [ "$ALLOW_DOWNGRADE" = 0 ] && [ -f "$DEST/current/MANIFEST.json" ] || return 0
+  cur=$(readlink -f "$DEST/current")
+  [ "$(manifest_digest "$cur")" != "$(manifest_digest "$new")" ] || return 0
+  new_build=$(bundle_field "$new" build); cur_build=$(bundle_field "$cur" build)
+  new_version=$(bundle_field "$new" version); cur_version=$(bundle_field "$cur" version)
+  if [ "${new_build:-0}" -lt "${cur_build:-0}" ]; then
+    die "downgrade refused: $new_version (build ${new_build:-0}) is older than the installed \
+$cur_version (build ${cur_build:-0}); pass --allow-downgrade to install it anyway"
+  fi
+  if [ "${new_build:-0}" = "${cur_build:-0}" ] && [ "$new_version" != "$cur_version" ] \
+      && [ "$(printf '%s\n%s\n' "$new_version" "$cur_version" | sort -V | head -n 1)" = "$new_version" ]; then
+    die "downgrade refused: $new_version is older than the installed $cur_version; pass \
+--allow-downgrade to install it anyway"
+  fi
+}
+
 # ---- install ---------------------------------------------------------------------------------------
+
+flush() {  # write everything under the given paths to the card before a rename depends on it
+  sync -f "$@" 2>/dev/null || sync
+}
 
 switch_link() {  # switch_link NAME TARGET: rename a new symlink over NAME (atomic)
   ln -sfn "$2" "$DEST/.$1.new"
   mv -Tf "$DEST/.$1.new" "$DEST/$1"
+  flush "$DEST"
 }
 
 install_service_files() {
   [ -n "$SERVICE" ] || return 0
   local units="$ROOT/etc/systemd/system"
   mkdir -p "$units/multi-user.target.wants"
-  cp "$DEST/current/systemd/$SERVICE.service" "$units/.$SERVICE.service.new"
-  mv -f "$units/.$SERVICE.service.new" "$units/$SERVICE.service"
+  if ! cmp -s "$DEST/current/systemd/$SERVICE.service" "$units/$SERVICE.service"; then
+    cp "$DEST/current/systemd/$SERVICE.service" "$units/.$SERVICE.service.new"
+    flush "$units/.$SERVICE.service.new"
+    mv -f "$units/.$SERVICE.service.new" "$units/$SERVICE.service"
+  fi
   # what `systemctl enable` does, without a running systemd
   ln -sfn "/etc/systemd/system/$SERVICE.service" "$units/multi-user.target.wants/$SERVICE.service"
 }
 
-python_env() {
+python_env() {  # python_env RELEASE: its environment, built at the path it will run from
   [ "$PYTHON" = 1 ] || return 0
-  local release venv wheel
-  release=$(readlink -f "$DEST/current")
-  venv="$release/.venv"
-  [ -x "$venv/bin/edgefuse" ] && return 0
+  local release=$1 venv="$1/.venv" record wheel interpreter
+  record=$(venv_record "$release")
+  if [ -f "$record" ] && [ -d "$venv" ] && [ "$(venv_listing "$release")" = "$(cat "$record")" ]; then
+    return 0
+  fi
+  rm -rf "$venv" "$record"
   command -v python3 >/dev/null 2>&1 || die "python3 is needed to install the edgefuse wheel"
   wheel=$(ls "$release"/app/edgefuse-*.whl)
   note "installing $(basename "$wheel") into $venv"
-  rm -rf "$venv.new"
-  python3 -m venv --system-site-packages "$venv.new"
   # --system-site-packages: the board's numpy/opencv/onnxruntime serve when installed; pip
-  # fetches the rest (set PIP_INDEX_URL / PIP_FIND_LINKS for an offline mirror)
-  "$venv.new/bin/pip" install "$wheel"
-  mv -T "$venv.new" "$venv"
+  # fetches the rest (set PIP_INDEX_URL / PIP_FIND_LINKS for an offline mirror). Built in place:
+  # pip writes this path into every script's #! line, so the folder is never renamed after.
+  if ! python3 -m venv --system-site-packages "$venv" || ! "$venv/bin/pip" install "$wheel"; then
+    rm -rf "$venv"
+    fail "the Python environment of $(basename "$release") could not be built; nothing was switched"
+  fi
+  interpreter=$(sed -n '1s/^#!//p' "$venv/bin/edgefuse")
+  if [ "$interpreter" = /bin/sh ]; then  # pip's trampoline for a long path: '''exec' "PY" ...
+    interpreter=$(sed -n "2s/^'''exec' \"\{0,1\}\([^\" ]*\).*/\\1/p" "$venv/bin/edgefuse")
+  fi
+  if [ ! -x "$interpreter" ]; then
+    rm -rf "$venv"
+    fail "$venv/bin/edgefuse names '$interpreter', which does not exist; nothing was switched"
+  fi
+  mkdir -p "$DEST/venv-digests"
+  venv_listing "$release" > "$record.new"
+  flush "$venv" "$record.new"
+  mv -f "$record.new" "$record"
 }
 
 ensure_user() {
@@ -231,36 +359,77 @@ start_service() {
   note "started $SERVICE.service (journalctl -u $SERVICE -f)"
 }
 
+HEALTH_WHY=
+healthy() {  # the service is active (on a live board) and the --health-cmd succeeds, in time
+  local deadline=$((SECONDS + HEALTH_TIMEOUT)) out state
+  [ -n "$HEALTH_CMD" ] || { [ -n "$SERVICE" ] && [ "$LIVE" = 1 ]; } || return 0
+  while :; do
+    HEALTH_WHY=
+    if [ -n "$SERVICE" ] && [ "$LIVE" = 1 ]; then
+      state=$(systemctl is-active "$SERVICE.service" 2>/dev/null || true)
+      [ "$state" = active ] || HEALTH_WHY="$SERVICE.service is $state"
+    fi
+    if [ -z "$HEALTH_WHY" ] && [ -n "$HEALTH_CMD" ]; then
+      if ! out=$(EDGEFUSE_CURRENT="$DEST/current" EDGEFUSE_ROOT="${ROOT:-/}" bash -c "$HEALTH_CMD" 2>&1); then
+        HEALTH_WHY="the health check '$HEALTH_CMD' failed: $(printf '%s' "$out" | tail -n 3)"
+      fi
+    fi
+    [ -n "$HEALTH_WHY" ] || return 0
+    [ "$SECONDS" -lt "$deadline" ] || return 1
+    sleep "$HEALTH_INTERVAL"
+  done
+}
+
 install_bundle() {
-  local src=$1 digest release old
+  local src=$1 digest release old prev staging entry
   digest=$(manifest_digest "$src")
   release="$BUNDLE_ID-${digest:0:12}"
-  mkdir -p "$DEST/releases"
-  if [ -d "$DEST/releases/$release" ]; then
-    verify_tree "$DEST/releases/$release"
-  else
-    rm -rf "$DEST/releases/.$release.new"
-    mkdir -p "$DEST/releases/.$release.new"
-    cp -R "$src/." "$DEST/releases/.$release.new/"
-    verify_tree "$DEST/releases/.$release.new"
-    mv -T "$DEST/releases/.$release.new" "$DEST/releases/$release"
-  fi
   old=$(readlink "$DEST/current" 2>/dev/null || true)
-  if [ "$old" != "releases/$release" ]; then
-    switch_link current "releases/$release"
-    if [ -n "$old" ]; then switch_link previous "$old"; fi
+  prev=$(readlink "$DEST/previous" 2>/dev/null || true)
+  mkdir -p "$DEST/releases"
+  # 1. the whole release beside the live one: files, then its Python environment in place
+  if [ -d "$DEST/releases/$release" ]; then
+    verify_tree "$DEST/releases/$release" installed
+  else
+    staging="$DEST/releases/.$release.new"
+    rm -rf "$staging"
+    mkdir -p "$staging"
+    cp -R "$src/." "$staging/"
+    verify_tree "$staging"
+    flush "$staging"
+    mv -T "$staging" "$DEST/releases/$release"
+    flush "$DEST/releases"
   fi
-  # keep the current version and one to roll back to
-  local keep_prev entry
-  keep_prev=$(readlink "$DEST/previous" 2>/dev/null || true)
+  python_env "$DEST/releases/$release"
+  # 2. previous first: killed between the two renames, both links name working releases
+  if [ "$old" != "releases/$release" ]; then
+    if [ -n "$old" ]; then switch_link previous "$old"; fi
+    switch_link current "releases/$release"
+  fi
+  install_service_files
+  if [ "$OFFLINE" = 0 ]; then opp_package; fi
+  start_service
+  # 3. healthy, or back to the old release
+  if ! healthy; then
+    if [ -n "$old" ] && [ "$old" != "releases/$release" ]; then
+      switch_link current "$old"
+      if [ -n "$prev" ]; then switch_link previous "$prev"; else rm -f "$DEST/previous"; fi
+      install_service_files
+      start_service
+      rm -rf "${DEST:?}/releases/$release" "$(venv_record "$release")"
+      fail "$BUNDLE_ID failed its health check ($HEALTH_WHY); rolled back to $old"
+    fi
+    fail "$BUNDLE_ID failed its health check ($HEALTH_WHY); no earlier release to return to"
+  fi
+  # 4. marked good: keep it and the one to roll back to
+  prev=$(readlink "$DEST/previous" 2>/dev/null || true)
   for entry in "$DEST"/releases/*; do
     [ -e "$entry" ] || continue
     case "releases/$(basename "$entry")" in
-      "releases/$release"|"$keep_prev") ;;
-      *) rm -rf "$entry" ;;
+      "releases/$release"|"$prev") ;;
+      *) rm -rf "$entry" "$(venv_record "$entry")" ;;
     esac
   done
-  install_service_files
   note "installed $BUNDLE_ID as $DEST/current -> releases/$release"
 }
 
@@ -269,10 +438,13 @@ rollback() {
   cur=$(readlink "$DEST/current" 2>/dev/null || true)
   prev=$(readlink "$DEST/previous" 2>/dev/null || true)
   [ -n "$prev" ] && [ -d "$DEST/$prev" ] || die "no previous version to roll back to in $DEST"
-  verify_tree "$DEST/$prev"
+  [ "$prev" != "$cur" ] || die "previous and current are both $cur in $DEST: nothing to roll back to"
+  verify_tree "$DEST/$prev" installed
+  python_env "$DEST/$prev"
   switch_link current "$prev"
   switch_link previous "$cur"
   install_service_files
+  start_service
   note "rolled back: $DEST/current -> $prev"
 }
 
@@ -280,24 +452,62 @@ SRC=
 source_tree() {  # SRC: the bundle folder to install: the given one, an extracted archive, or ours
   SRC=${SOURCE:-$(cd "$(dirname "$0")" && pwd)}
   if [ -f "$SRC" ]; then
-    check_archive "$SRC"
     SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/edgefuse-bundle.XXXXXX")
-    tar -xzf "$SRC" -C "$SCRATCH" --no-same-owner --no-same-permissions
-    SRC="$SCRATCH/$BUNDLE_ID"
+    # one private copy is hashed, checked and extracted: the original may change meanwhile
+    cp "$SRC" "$SCRATCH/archive.tar.gz"
+    if [ -n "$EXPECT_SHA" ]; then
+      [ "$(sha256sum "$SCRATCH/archive.tar.gz" | cut -d' ' -f1)" = "$EXPECT_SHA" ] \
+        || die "'$SRC' does not have the sha256 given with --expect-sha256"
+    fi
+    check_archive "$SCRATCH/archive.tar.gz"
+    mkdir "$SCRATCH/tree"
+    tar -xzf "$SCRATCH/archive.tar.gz" -C "$SCRATCH/tree" --no-same-owner --no-same-permissions
+    SRC="$SCRATCH/tree/$TOP"
+  elif [ -n "$EXPECT_SHA" ]; then
+    die "--expect-sha256 checks an archive; '$SRC' is a folder"
   fi
   [ -d "$SRC" ] || die "'$SRC' is neither a bundle archive nor a bundle folder"
   verify_tree "$SRC"
+  check_not_older "$SRC"
+  device_check
+}
+
+device_check() {  # the installer already on the device checks the bundle too, when it is another
+  local installed="$DEST/current/install.sh" args what=$SRC
+  [ "$MODE" = install ] && [ -f "$installed" ] || return 0
+  cmp -s "$installed" "$0" && return 0
+  grep -qx "$INSTALLER_MARK" "$installed" || return 0  # an installer from before signatures
+  args=(--verify-only ${PASS_ON[@]+"${PASS_ON[@]}"})
+  if [ -n "$ROOT" ]; then args+=(--root "$ROOT"); fi
+  note "the installed $(bundle_field "$(readlink -f "$DEST/current")" id) checks it as well"
+  if [ -n "$SCRATCH" ]; then what=$SCRATCH/archive.tar.gz; fi
+  bash "$installed" "${args[@]}" "$what" \
+    || die "the installer on this device refuses the bundle; nothing was installed"
+}
+
+hand_over() {  # a checked bundle of another version installs with its own (now trusted) script
+  local id
+  id=$(bundle_field "$SRC" id)
+  [ "$id" != "$BUNDLE_ID" ] || return 0
+  note "$id is checked; its own install.sh installs it"
+  local args=(${PASS_ON[@]+"${PASS_ON[@]}"})
+  if [ -n "$ROOT" ]; then args+=(--root "$ROOT"); fi
+  if [ -n "$HEALTH_CMD" ]; then args+=(--health-cmd "$HEALTH_CMD"); fi
+  bash "$SRC/install.sh" "${args[@]}" "$SRC" && exit 0
+  exit $?
 }
 
 case "$MODE" in
   verify) source_tree; note "${SOURCE:-$SRC}: every file matches MANIFEST.json" ;;
-  rollback) rollback; python_env; start_service ;;
+  rollback) rollback ;;
   finish)
     [ -L "$DEST/current" ] || die "nothing installed in $DEST to finish"
-    verify_tree "$(readlink -f "$DEST/current")"
-    ensure_user; python_env; opp_package; start_service ;;
+    verify_tree "$(readlink -f "$DEST/current")" installed
+    ensure_user; python_env "$(readlink -f "$DEST/current")"; opp_package; start_service
+    healthy || fail "$BUNDLE_ID is not healthy after --finish ($HEALTH_WHY)" ;;
   install)
     source_tree
-    install_bundle "$SRC"
-    if [ "$OFFLINE" = 0 ]; then ensure_user; python_env; opp_package; start_service; fi ;;
+    hand_over
+    if [ "$OFFLINE" = 0 ]; then ensure_user; fi
+    install_bundle "$SRC" ;;
 esac

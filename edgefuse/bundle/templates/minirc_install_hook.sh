@@ -12,6 +12,10 @@
 #
 # The bundle is this script's own folder (it ships inside the bundle) or the folder
 # @@BUNDLE_ID@@/ next to it (scripts/build-image.sh copies both next to the card maker).
+#
+# Signing keys: public keys (*.pem) in a folder trusted-keys/ next to this script, or named by
+# EDGEFUSE_TRUSTED_KEYS (colon-separated paths), are installed into <rootfs>/etc/edgefuse/keys/
+# first: from then on the board installs only bundles signed by one of them, this one included.
 set -euo pipefail
 
 BUNDLE_ID=@@BUNDLE_ID@@
@@ -34,6 +38,26 @@ else
   die "cannot find the bundle: expected MANIFEST.json next to this script or in $HERE/$BUNDLE_ID/"
 fi
 
+KEYS=()
+for key in "$HERE"/trusted-keys/*.pem; do [ -f "$key" ] && KEYS+=("$key"); done
+IFS=: read -r -a given <<< "${EDGEFUSE_TRUSTED_KEYS:-}"
+for key in ${given[@]+"${given[@]}"}; do
+  [ -f "$key" ] || die "EDGEFUSE_TRUSTED_KEYS names '$key', which is not a file"
+  KEYS+=("$key")
+done
+KEY_ARGS=()
+for key in ${KEYS[@]+"${KEYS[@]}"}; do
+  openssl pkey -pubin -in "$key" -noout 2>/dev/null || die "'$key' is not a PEM public key"
+  KEY_ARGS+=(--key "$key")
+done
+# checked with the keys before anything is written into the rootfs
+bash "$BUNDLE/install.sh" --verify-only --root "$ROOTFS" ${KEY_ARGS[@]+"${KEY_ARGS[@]}"} "$BUNDLE"
+if [ ${#KEYS[@]} -gt 0 ]; then
+  mkdir -p "$ROOTFS/etc/edgefuse/keys"
+  for key in "${KEYS[@]}"; do
+    install -m 0644 "$key" "$ROOTFS/etc/edgefuse/keys/$(basename "$key")"
+  done
+fi
 bash "$BUNDLE/install.sh" --root "$ROOTFS" --offline "$BUNDLE"
 
 hook="$ROOTFS/var/minirc_hook.sh"

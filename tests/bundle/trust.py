@@ -1,0 +1,66 @@
+"""Helpers of the installer's trust tests: signed builds, shims on PATH, a root's state."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from edgefuse.bundle.builder import BuildOutcome, build
+from tests.bundle.models import write_spec
+
+PREFIX = "opt/edgefuse/small"
+
+
+def run_install(script: Path, root: Path | None, *args: str, env: dict[str, str] | None = None,
+                python: bool = False) -> subprocess.CompletedProcess:
+    """install.sh ARGS, with ``--root`` unless ``root`` is None, ``--no-python`` unless asked."""
+    argv = ["bash", str(script)]
+    if root is not None:
+        argv += ["--root", str(root)]
+    if not python:
+        argv.append("--no-python")
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, **(env or {})})
+
+
+def build_version(small_build, folder: Path, version: str, *, key: Path | None = None,
+                  build_number: int | None = None, prefix: str | None = None,
+                  health_marker: bool = False) -> BuildOutcome:
+    """The small spec at ``version``, built from the shared cache into ``folder/out``.
+
+    ``prefix``: an install prefix and no app (no service): installs with no --root, for the
+    tests of the Python environment. ``health_marker``: the service environment carries
+    EDGEFUSE_BROKEN=1, which the tests' health command looks for."""
+    spec = write_spec(folder / "spec", version=version)
+    text = spec.read_text(encoding="utf-8")
+    if prefix is not None:
+        text = text[: text.index("app:\n")] + f"install:\n  prefix: {prefix}\n"
+    if health_marker:
+        text = text.replace("{EDGEFUSE_LOG: info}", "{EDGEFUSE_LOG: info, EDGEFUSE_BROKEN: 1}")
+    spec.write_text(text, encoding="utf-8")
+    return build(spec, folder / "out", cache_dir=small_build.cache, progress=False,
+                 sign_key=key, build_number=build_number)
+
+
+def shim(folder: Path, name: str, body: str) -> dict[str, str]:
+    """A command ``name`` on PATH ahead of the real one; returns the environment to pass."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/bash\n" + body, encoding="utf-8")
+    path.chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def state(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its link target or content."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        key = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            found[key] = "-> " + os.readlink(path)
+        elif path.is_file():
+            found[key] = path.read_bytes().hex()[:64] + str(path.stat().st_size)
+        else:
+            found[key] = "dir"
+    return found
