@@ -14,8 +14,9 @@ temporary directory is removed; only a failed ATC run leaves its log, next to BU
 ``BUILD_DIR.atc.log``.
 
 Custom ops. A model the Ascend optimizer rewrote carries edgefuse custom ops (Swish, YoloHead,
-DepthwiseConv), which ATC parses only through an installed edgefuse op package (E16002 without
-one). Such a build records the dependency in ``manifest.json`` (``custom_ops``: the ops, the soc,
+DepthwiseConv), which ATC parses only through an installed edgefuse op package (E19010, "No
+parser is registered for Op [..., optype [ai.onnx::11::Swish]]", without one; older CANN said
+E16002). Such a build records the dependency in ``manifest.json`` (``custom_ops``: the ops, the soc,
 the CANN range, how to build and install the package, how to do without), refuses ops whose
 kernel the soc cannot run, checks that a package with the ops is installed before ATC runs -- here
 and in ``compile.sh`` (``edgefuse.acl.ops.installed``) -- and says so in the printed instructions.
@@ -286,7 +287,7 @@ def run_instructions(result: BuildResult) -> str:
     if result.custom_ops:
         lines += [
             f"  # the model uses edgefuse custom ops ({custom_ops_text(result.custom_ops)}): ATC "
-            "fails with E16002 unless their op package is installed, so compile.sh checks:",
+            "fails with E19010 unless their op package is installed, so compile.sh checks:",
             f"  {steps['build']}",
             f"  # then {steps['install']}",
         ]
