@@ -13,7 +13,9 @@ Algorithm, per image (one AI core; NMS is sequential and edge boards run batch 1
 2. Compact the boxes whose best score is ``> score_threshold`` into candidate arrays (a scalar
    pass; box order is kept, so the lowest slot is the lowest box index). At most ``capacity``
    candidates fit the UB; further ones are dropped -- with the usual thresholds (0.25) YOLO
-   models have a few hundred.
+   models have a few hundred. ``candidate_capacity`` in the op's spec.py mirrors ``_capacity``
+   on the host: ``sim`` drops the same candidates and ``edgefuse compile`` warns about low
+   thresholds.
 3. Greedy NMS by repeated arg-max: ``vec_reduce_max`` finds the best remaining candidate (the
    first of equal maxima, i.e. the lowest box index), it becomes the next output row, and one
    pass of vector ops computes every candidate's IoU with it exactly as ONNX Runtime does
