@@ -135,6 +135,9 @@ class Ref(str, enum.Enum):
     BAD_OP_ATTRIBUTE = "bad-op-attribute", "a custom op node has a wrong attribute"
     BAD_OP_INPUT = "bad-op-input", "a custom op node has a wrong input"
     BAD_YOLO_HEAD = "bad-yolo-head", "the model's output cannot take the YOLO head op"
+    BAD_YOLO_HEAD_OPTION = (
+        "bad-yolo-head-option", "a --yolo-head value or a spec's yolo_head key is invalid"
+    )
     OP_BUILD_FAILED = "op-build-failed", "building the custom-op package failed"
     OP_NOT_ON_SOC = "op-not-on-soc", "a custom op's kernel uses instructions the soc lacks"
     BAD_VENDOR_NAME = "bad-vendor-name", "an op package vendor name CANN cannot carry"

@@ -17,7 +17,8 @@ mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-tool
   ``--dynamic_dims``). A batch that is not a gear runs on the next larger gear and the outputs are
   cut back along axis 0 (mmdeploy does the same); image sizes and dims must be a gear exactly.
   The rule lives in ``edgefuse.acl.gears``, shared with the ``sim`` backend.
-- The soc the build was compiled for must be the device's (checked before the OM is loaded); a
+- The soc the build was compiled for must be the device's exactly (checked before the OM is
+  loaded), even within one family such as Ascend310B1/Ascend310B4 (see ``_check_soc``); a
   different CANN version is logged, since ATC output is only guaranteed on its own CANN.
 - ``run`` holds a lock: one session's buffers serve one call at a time, from any thread.
 """
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.acl.atc.runner import cann_version
+from edgefuse.acl.build.soc import KNOWN_SOCS
 from edgefuse.acl.gears import OmGears, select_gear
 from edgefuse.acl.resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resources, import_acl
 from edgefuse.acl.return_codes import (
@@ -114,6 +116,9 @@ class AclSession(Session):
             raise InputError(f"OM file '{self._om}' does not exist", reference=Ref.MODEL_NOT_FOUND)
         self._async = execute == "async"
         self._lock = threading.Lock()
+        # Only the input behind YUV420SP AIPP has its trailing 1 dropped (see _binding_info).
+        record = manifest.preprocess if manifest is not None else None
+        self._yuv_input = record.input if record is not None and record.spec.is_yuv else None
         self._resources = Resources()
         acl = RUNTIME.acquire()
         self._resources.push("acl.finalize", RUNTIME.release)
@@ -140,10 +145,28 @@ class AclSession(Session):
         self.soc: str = soc
         if manifest is None:
             return
+        # Not even a sibling of the same family is accepted. CANN's --soc_version page: the value
+        # used for conversion "must be" the processor the model runs on, the 310B suffix varies
+        # with the chip's performance and core-count grade, and one conversion serves several
+        # products only "as long as the --soc_version value is the same" (hiascend
+        # CANNCommunityEdition/82RC1alpha003 devaids/atctool/atlasatcparam_16_0035.html,
+        # canncommercial/62RC2 inferapplicationdev/atctool/atctool_000066.html). Nothing there
+        # says an OM for Ascend310B1 loads on Ascend310B4, so a DK A2 image that reports the other
+        # name needs a rebuild, which the hint spells out.
         if manifest.soc and manifest.soc != soc:
+            build, known = KNOWN_SOCS.get(manifest.soc), KNOWN_SOCS.get(soc)
+            sibling = build is not None and known is not None and (
+                build.short_name == known.short_name)
+            why = (f"; {manifest.soc} and {soc} are one chip family, but CANN documents an OM "
+                   "only for the exact --soc_version it was converted for" if sibling else "")
             raise BackendUnavailableError(
-                f"{self._om.name} was compiled for {manifest.soc}, this device is {soc}",
-                hint=f"recompile with `edgefuse compile ... --soc {soc}`",
+                f"{self._om.name} was compiled for {manifest.soc}, this device reports {soc}"
+                f"{why}",
+                hint=f"rebuild for the device: `edgefuse compile MODEL --soc {soc} -o BUILD_DIR` "
+                f"(with the model and options of this build; its compile.sh has them, with "
+                f"--soc_version={manifest.soc} to change to {soc})"
+                + ("; an edgefuse op package built for the family serves both names"
+                   if sibling else ""),
             )
         installed = cann_version()
         if manifest.cann_version and installed and installed != manifest.cann_version:
@@ -227,8 +250,11 @@ class AclSession(Session):
                 reference=Ref.UNSUPPORTED_DYNAMIC_OM,
             )
         shape = tuple(int(d) for d in dims["dims"])
-        if use_v2 and dtype == np.uint8 and len(shape) == 4 and shape[-1] == 1:
-            shape = shape[:-1]  # a YUV420SP frame: (N, H * 3 / 2, W), as the manifest records it
+        # A YUV420SP frame: (N, H * 3 / 2, W), as the manifest records it. Only the input the
+        # manifest marks as such: a plain uint8 (N, H, W, 1) input keeps its 1 (the manifest and
+        # sim declare it so); a bare OM without a manifest keeps pyACL's buffer dims.
+        if use_v2 and name == self._yuv_input and len(shape) == 4 and shape[-1] == 1:
+            shape = shape[:-1]
         return index, name, shape, dtype, size
 
     def _read_gears(self) -> OmGears:

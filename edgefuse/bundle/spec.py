@@ -45,7 +45,7 @@ class ModelSpec:
     sha256: str | None
     inputs: dict[str | None, tuple[int, ...]] | None  # None key: the single unnamed input
     opset: int | None
-    optimize: dict[str, Any]  # target ("cpu", "soc" or a soc), only, skip
+    optimize: dict[str, Any]  # target ("cpu", "soc" or a soc), only, skip, yolo_head
     precision: dict[str, Any]  # mode, keep_fp32, keep_io_types
     verify: dict[str, Any]  # the gates and the calibration inputs (see DEFAULT_VERIFY)
     calibration: Path | None
@@ -170,7 +170,8 @@ def _model(data: dict[str, Any], directory: Path, soc: str) -> ModelSpec:
         inputs = {name: tuple(shape) for name, shape in data["inputs"].items()}
     else:
         inputs = None
-    optimize = {"target": "cpu", "only": None, "skip": None, **data.get("optimize", {})}
+    optimize = {"target": "cpu", "only": None, "skip": None, "yolo_head": None,
+                **data.get("optimize", {})}
     if optimize["target"] == "soc":
         optimize["target"] = soc
     precision = {"mode": "force_fp16", "keep_fp32": "auto", "keep_io_types": False,

@@ -111,6 +111,16 @@ def _model(model: Mapping[str, Any], path: Path_, located: Located,
         except EdgefuseError as exc:
             yield SpecProblem(*at("optimize", "target"), exc.message,
                               "write `target: cpu`, `target: soc` or an Ascend soc name")
+    head = (model.get("optimize") or {}).get("yolo_head") if isinstance(
+        model.get("optimize"), Mapping) else None
+    post = model.get("postprocess")
+    layout = post.get("layout") if isinstance(post, Mapping) else None
+    if head is not None and layout not in (None, "yolo_head"):
+        yield SpecProblem(*at("postprocess", "layout"),
+                          f"optimize.yolo_head makes the model return final detections, which "
+                          f"the app cannot decode as '{layout}'",
+                          "write `layout: yolo_head` (or leave it out), or drop "
+                          "optimize.yolo_head to decode on the host")
     verify = model.get("verify")
     if isinstance(verify, Mapping) and isinstance(verify.get("calibration"), str):
         calibration = spec_dir / verify["calibration"]

@@ -56,6 +56,19 @@ _OPTIMIZE = _object({
                               "target.soc"},
     "only": {**_NAMES, "examples": [["fold-bn-into-conv"]]},
     "skip": {**_NAMES, "examples": [["fold-bn-into-conv"]]},
+    # the keys of `edgefuse optimize --yolo-head` (edgefuse.optimize.append_yolo_head)
+    "yolo_head": _object({
+        "conf": {"type": "number", "minimum": 0, "maximum": 1, "examples": [0.25]},
+        "iou": {"type": "number", "minimum": 0, "maximum": 1, "examples": [0.45]},
+        "max_det": {"type": "integer", "minimum": 1, "examples": [300]},
+        "max_per_class": {"type": "integer", "minimum": 0, "examples": [0]},
+        "multi_label": {"type": "boolean", "examples": [False]},
+        "layout": {"enum": ["auto", "yolov5", "yolov8"], "examples": ["auto"]},
+        "output": {"type": "string", "minLength": 1, "examples": ["output0"]},
+    }, examples=[{"conf": 0.25, "iou": 0.45, "max_det": 300}],
+       description="append the device-side YOLO decode + NMS (edgefuse::YoloHead): the model "
+                   "returns boxes, scores, classes, num_detections (postprocess layout "
+                   "yolo_head); {} takes conf 0.25, iou 0.45, max_det 300"),
 })
 
 _PRECISION = _object({

@@ -30,6 +30,7 @@ import onnx
 
 from edgefuse import model_info
 from edgefuse._deps import require_torch
+from edgefuse._files import save_onnx
 from edgefuse.acl.atc.runner import cann_version, find_atc
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.compile import compile_model
@@ -47,6 +48,7 @@ from edgefuse.manifest import file_sha256, read_manifest, write_manifest
 from edgefuse.model_info import AppInfo, Postprocess
 from edgefuse.models.catalogue import CATALOGUE
 from edgefuse.optimize import optimize
+from edgefuse.optimize.append_yolo_head import append_yolo_head, yolo_head_options
 from edgefuse.preprocess import Preprocess
 from edgefuse.quantize import quantize
 from edgefuse.verify import verify
@@ -101,7 +103,8 @@ def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
                                 "opset": model.opset},
                     lambda scratch: _convert(model, scratch))
     optimized = run("optimize", {"model": converted.files[MODEL_FILE], **sampling,
-                                 **{k: model.optimize[k] for k in ("target", "only", "skip")}},
+                                 **{k: model.optimize[k]
+                                    for k in ("target", "only", "skip", "yolo_head")}},
                     lambda scratch: _optimize(model, converted, scratch))
     _gate(model.name, "optimize", "optimized FP32 against the converted model",
           optimized.info["parity"], model.verify["optimize_min_cosine"],
@@ -235,6 +238,11 @@ def _optimize(model: ModelSpec, converted: Entry, scratch: Path) -> dict[str, An
     parity = verify(converted.path(MODEL_FILE), scratch / MODEL_FILE,
                     inputs=model.calibration, seed=model.verify["seed"],
                     samples=model.verify["samples"], min_cosine=-1.0)
+    if model.optimize["yolo_head"] is not None:  # after the gate: it changes the outputs
+        head = yolo_head_options(model.optimize["yolo_head"],
+                                 f"models '{model.name}' optimize.yolo_head")
+        save_onnx(append_yolo_head(onnx.load(str(scratch / MODEL_FILE)), head),
+                  scratch / MODEL_FILE)
     return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
                                "degenerate": parity.degenerate})}
 
@@ -370,6 +378,8 @@ def resolve_app_info(model: ModelSpec, converted: Path) -> dict[str, Any] | None
                                           where=f"model '{model.name}' preprocess")
     post = {**{k: v for k, v in dataclasses.asdict(base.postprocess).items() if v is not None},
             **given.get("postprocess", {})}
+    if model.optimize["yolo_head"] is not None:  # the device decodes: the app reads its rows
+        post["layout"] = "yolo_head"
     info = AppInfo(task=given.get("task", base.task),
                    classes=tuple(given.get("classes", base.classes)),
                    preprocess=preprocess, postprocess=Postprocess.from_dict(post))

@@ -18,7 +18,10 @@ same BUILD_DIR the board loads:
   board's own ``no-matching-gear`` error (``edgefuse.acl.gears``);
 - FP16 numerics as the FP16 stage emulates them, with the build's precision mode and keep-FP32
   decisions (``sim_numerics``);
-- edgefuse's custom ops through their reference decompositions (``prepare.host_runnable``);
+- edgefuse's custom ops through their reference decompositions (``prepare.host_runnable``), with
+  the YoloHead kernel's candidate cap in front of each (``sim_device_ops``);
+- CANN's NonMaxSuppression output: padded with ``-1`` rows to its fixed size
+  (``sim_device_ops``);
 - the board's limits: a build made for another soc than the simulated one is refused before
   anything loads (``BackendUnavailableError``, as the board refuses it), and so is a model whose
   estimated footprint (``sim_footprint``) exceeds the board's memory (``ModelLoadError`` with the
@@ -40,6 +43,7 @@ from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import BackendUnavailableError, ModelLoadError, Ref
 from edgefuse.fallback.aipp_frames import AippFrameSession, wants_frames
 from edgefuse.fallback.ort_session import OrtSession, probe_provider
+from edgefuse.fallback.sim_device_ops import cap_yolo_head_candidates, pad_nms_like_cann
 from edgefuse.fallback.sim_footprint import Footprint, estimate_footprint
 from edgefuse.fallback.sim_numerics import SimNumerics, name_nodes, plan_numerics
 from edgefuse.fallback.sim_target import DEFAULT_SIM_SOC, SimTarget, format_bytes, sim_target
@@ -83,7 +87,9 @@ class SimSession(Session):
         self.soc = self.target.soc
         self._om_name = manifest.om or "model.om"
         self._check_soc(manifest)
-        model = name_nodes(host_runnable(load_model(source.onnx)))
+        board_ops = cap_yolo_head_candidates(pad_nms_like_cann(load_model(source.onnx)),
+                                             self.soc)
+        model = name_nodes(host_runnable(board_ops))
         self.numerics: SimNumerics = plan_numerics(model, manifest.extra.get("precision"))
         self.gears: OmGears | None
         self.gears, self._gear_axes = gears_from_manifest(manifest.extra.get("gears"))

@@ -18,6 +18,7 @@ import onnx_ir as ir
 from edgefuse._files import check_distinct_outputs, save_onnx, write_text
 from edgefuse.acl.ops.spec import DOMAIN
 from edgefuse.convert.onnx_load import load_model
+from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
 from edgefuse.optimize.report import RewriteReport
 
@@ -39,8 +40,12 @@ def optimize(
     only: Sequence[str] | None = None,
     skip: Sequence[str] | None = None,
     report_path: str | os.PathLike[str] | None = None,
+    yolo_head: YoloHeadOptions | None = None,
 ) -> OptimizeResult:
     """Fold and fuse ``model`` for ``target`` and say, per rule, what fired and why not.
+
+    ``yolo_head`` (opt-in) then appends the device-side YOLO decode + NMS op, so the model
+    returns final detections (``append_yolo_head``; the CLI's ``--yolo-head``).
 
     The input is never modified; the result is checked with the ONNX checker before it is
     returned or written, so a rule bug surfaces here and not on the board. Like onnxscript's
@@ -63,12 +68,27 @@ def optimize(
         )
     ir_model.metadata_props[OPTIMIZED_KEY] = pipeline.target
     result = ir.serde.serialize_model(ir_model)
+    if yolo_head is not None:
+        result = append_yolo_head(result, yolo_head)
+        report.notes.append(_yolo_head_note(yolo_head))
+        if in_ir:
+            ir_model = ir.serde.deserialize_model(result)
     _check(result)
     if output is not None:
         save_onnx(result, output)
     if report_path is not None:
         write_text(report_path, report.dumps())
     return OptimizeResult(ir_model if in_ir else result, report)
+
+
+def _yolo_head_note(options: YoloHeadOptions) -> str:
+    per_class = f", max_per_class={options.max_per_class}" if options.max_per_class else ""
+    return (
+        f"appended edgefuse::YoloHead (conf={options.score_threshold:g}, "
+        f"iou={options.iou_threshold:g}, max_det={options.max_detections}{per_class}"
+        f"{', multi_label' if options.multi_label else ''}): the model returns boxes, scores, "
+        "classes, num_detections (postprocess layout yolo_head)"
+    )
 
 
 def _foreign_ops(model: ir.Model) -> Counter:

@@ -31,6 +31,17 @@ from edgefuse.errors import InputError, Ref
 
 LAYOUTS = ("auto", "yolov5", "yolov8")
 OUTPUT_NAMES = ("boxes", "scores", "classes", "num_detections")
+# The user-facing keys (``--yolo-head conf=0.25,iou=0.45,max_det=300``, the build spec's
+# ``optimize.yolo_head``): Ultralytics' predict argument names, then YoloHeadOptions' fields.
+OPTION_KEYS = {
+    "conf": "score_threshold",
+    "iou": "iou_threshold",
+    "max_det": "max_detections",
+    "max_per_class": "max_per_class",
+    "multi_label": "multi_label",
+    "layout": "layout",
+    "output": "output",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +56,73 @@ class YoloHeadOptions:
     max_per_class: int = 0  # 0: max_detections
     multi_label: bool = False
     keep_predictions: bool = False  # also keep the raw output (copies it off the device)
+
+
+def parse_yolo_head(text: str, where: str = "--yolo-head") -> YoloHeadOptions:
+    """Options from ``conf=0.25,iou=0.45,max_det=300`` (every key optional; "" = defaults)."""
+    given: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, sep, value = (s.strip() for s in part.partition("="))
+        if not sep or not key or not value:
+            raise _option_error(f"{where}: '{part}' is not KEY=VALUE",
+                                "write e.g. conf=0.25,iou=0.45,max_det=300")
+        if key in given:
+            raise _option_error(f"{where}: {key} is given twice", f"keep one {key}=...")
+        given[key] = value
+    return yolo_head_options(given, where)
+
+
+def yolo_head_options(values: dict, where: str = "yolo_head") -> YoloHeadOptions:
+    """Options from a mapping of the user-facing keys (``OPTION_KEYS``), values checked."""
+    unknown = sorted(set(values) - set(OPTION_KEYS))
+    if unknown:
+        raise _option_error(f"{where}: unknown key {', '.join(unknown)}",
+                            f"the keys: {', '.join(OPTION_KEYS)}")
+    fields = {}
+    for key, value in values.items():
+        fields[OPTION_KEYS[key]] = _option_value(key, value, where)
+    return YoloHeadOptions(**fields)
+
+
+def _option_value(key: str, value, where: str):
+    text = str(value).strip()
+    if key in ("conf", "iou"):
+        number = _number(text, float)
+        if number is None or not 0.0 <= number <= 1.0:
+            raise _option_error(f"{where}: {key} must be a number from 0 to 1, got '{text}'",
+                                f"e.g. {key}={0.25 if key == 'conf' else 0.45}")
+        return number
+    if key in ("max_det", "max_per_class"):
+        number = _number(text, int)
+        low = 1 if key == "max_det" else 0
+        if number is None or number < low:
+            raise _option_error(f"{where}: {key} must be an integer >= {low}, got '{text}'",
+                                f"e.g. {key}={300 if key == 'max_det' else 0}"
+                                + (" (0: max_det)" if key == "max_per_class" else ""))
+        return number
+    if key == "multi_label":
+        flags = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+        if text.lower() not in flags:
+            raise _option_error(f"{where}: multi_label must be true or false, got '{text}'",
+                                "multi_label=true lets a box compete in every class")
+        return flags[text.lower()]
+    if key == "layout" and text not in LAYOUTS:
+        raise _option_error(f"{where}: layout must be one of {', '.join(LAYOUTS)}, got '{text}'",
+                            "auto tells YOLOv5 from YOLOv8 by the output's shape")
+    return text
+
+
+def _number(text: str, kind: type):
+    try:
+        return kind(text)
+    except ValueError:
+        return None
+
+
+def _option_error(message: str, hint: str) -> InputError:
+    return InputError(message, hint=hint, reference=Ref.BAD_YOLO_HEAD_OPTION)
 
 
 def append_yolo_head(

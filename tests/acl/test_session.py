@@ -192,6 +192,21 @@ def test_an_nv12_frame_has_one_shape_on_the_board_the_host_and_in_the_manifest(
             board.run({"x": np.zeros((1, 8, 8, 3), np.uint8)})
 
 
+def test_a_plain_single_channel_uint8_input_keeps_its_shape_on_the_board(standin, tmp_path):
+    """get_input_dims_v2 reports (N, H, W, 1) for a uint8 input without AIPP too; only the input
+    the manifest marks as YUV420SP loses its trailing 1, so board, manifest and sim agree."""
+    om = FakeOm(inputs=[FakeTensor("x", (1, 4, 4, 1), U8)],
+                outputs=[FakeTensor("y", (1, 4, 4, 1), F32)],
+                compute=lambda f: [f["x"].astype(np.float32)])
+    manifest = _manifest(inputs=(TensorEntry("x", (1, 4, 4, 1), "uint8", "NHWC"),),
+                         outputs=(TensorEntry("y", (1, 4, 4, 1), "float32"),))
+    path = standin.register_model(tmp_path / "model.om", om)
+    frame = np.arange(16, dtype=np.uint8).reshape(1, 4, 4, 1)
+    with AclSession(path, manifest=manifest) as session:
+        assert session.inputs[0].shape == manifest.inputs[0].shape == (1, 4, 4, 1)
+        np.testing.assert_array_equal(session.run({"x": frame})["y"], frame)
+
+
 def test_fp16_and_uint8_io(standin, tmp_path):
     om = FakeOm(inputs=[FakeTensor("frame", (1, 4, 4, 3), U8)],
                 outputs=[FakeTensor("y", (1, 4, 4, 3), F16)],
@@ -239,11 +254,26 @@ def test_bad_execute_mode_is_an_input_error(standin, tmp_path):
 
 def test_om_for_another_soc_is_refused_before_loading(standin, tmp_path):
     path = standin.register_model(tmp_path / "model.om", static_om())
-    with pytest.raises(BackendUnavailableError, match="compiled for Ascend310P3, this device is "
-                                                      "Ascend310B4"):
+    with pytest.raises(BackendUnavailableError, match="compiled for Ascend310P3, this device "
+                                                      "reports Ascend310B4") as error:
         AclSession(path, manifest=_manifest(soc="Ascend310P3"))
+    assert "edgefuse compile MODEL --soc Ascend310B4 -o BUILD_DIR" in error.value.hint
     assert "acl.mdl.load_from_file" not in standin.calls
     assert standin.outstanding() == {}
+
+
+def test_an_om_for_a_sibling_of_the_family_is_refused_with_the_rebuild(standin, tmp_path):
+    """A DK A2 reports Ascend310B1 or Ascend310B4 depending on its image; CANN documents an OM
+    only for the exact --soc_version, so the session refuses and says how to rebuild."""
+    path = standin.register_model(tmp_path / "model.om", static_om())
+    with pytest.raises(BackendUnavailableError, match="compiled for Ascend310B1, this device "
+                                                      "reports Ascend310B4; .* one chip family"
+                       ) as error:
+        AclSession(path, manifest=_manifest(soc="Ascend310B1"))
+    hint = error.value.hint
+    assert "--soc Ascend310B4" in hint and "--soc_version=Ascend310B1" in hint
+    assert "op package built for the family serves both" in hint
+    assert "acl.mdl.load_from_file" not in standin.calls and standin.outstanding() == {}
 
 
 def test_another_cann_version_is_logged(standin, tmp_path, monkeypatch, caplog):

@@ -16,6 +16,7 @@ import pytest
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.cli.main import main
+from edgefuse.optimize.append_yolo_head import yolo_head_options
 
 pytestmark = pytest.mark.unit
 
@@ -122,6 +123,19 @@ CASES = [
     ("optimize-target", _edit("    source: yolov8n:tiny\n",
                               "    source: yolov8n:tiny\n    optimize: {target: gpu9}\n"),
      10, "gpu9", r"gpu9", r"target: cpu"),
+    ("yolo-head-conf", _edit("    source: yolov8n:tiny\n",
+                             "    source: yolov8n:tiny\n    optimize:\n"
+                             "      yolo_head: {conf: 2, max_det: 100}\n"),
+     11, "2", r"must be at most 1, got 2", r"conf: 0.25"),
+    ("yolo-head-key", _edit("    source: yolov8n:tiny\n",
+                            "    source: yolov8n:tiny\n    optimize:\n"
+                            "      yolo_head: {thresh: 0.3}\n"),
+     11, "thresh", r"unknown key 'thresh'", r"conf|iou|max_det"),
+    ("yolo-head-with-host-layout", _edit("    source: yolov8n:tiny\n",
+                                         "    source: yolov8n:tiny\n    optimize:\n"
+                                         "      yolo_head: {}\n    postprocess:\n"
+                                         "      layout: yolov8\n"),
+     13, "yolov8", r"cannot decode as 'yolov8'", r"layout: yolo_head"),
 ]
 
 
@@ -150,6 +164,17 @@ def test_the_good_spec_loads(tmp_path):
     assert spec.prefix == "/opt/edgefuse/corpus"
     assert spec.service["name"] == "edgefuse-corpus"
     assert spec.service["user"] == spec.service["group"] == "HwHiAiUser"
+    assert model.optimize["yolo_head"] is None
+
+
+def test_the_yolo_head_key_reaches_the_optimize_stage(tmp_path):
+    text = _edit("    source: yolov8n:tiny\n", "    source: yolov8n:tiny\n    optimize:\n"
+                 "      yolo_head: {conf: 0.3, iou: 0.5, max_det: 100}\n")
+    (tmp_path / "spec.yaml").write_text(text, encoding="utf-8")
+    head = load_spec(tmp_path / "spec.yaml").models[0].optimize["yolo_head"]
+    options = yolo_head_options(head, "optimize.yolo_head")
+    assert (options.score_threshold, options.iou_threshold, options.max_detections) == (
+        0.3, 0.5, 100)
 
 
 @pytest.mark.parametrize(("text", "line", "anchor", "message", "fix"),

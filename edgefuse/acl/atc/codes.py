@@ -17,7 +17,10 @@ Message shapes (verbatim from logs):
   E10001         Value [-1] for parameter [input_2] is invalid. Reason: maybe you should set
                  input_shape to specify its shape.  (reference ascend-toolchain.md §1.7)
   E16002         No ONNX parser is registered for optype [%s].  (hiascend canncommercial/700
-                 troublemanagement/troubleshooting/atlaserrorcode_15_0092.html)
+                 troublemanagement/troubleshooting/atlaserrorcode_15_0092.html; the page gives the
+                 template only, so an unfilled ``%s`` names no op type here)
+  A custom op whose op package is not installed shows up on current CANN as E19010 with the op's
+  parser key: ``No parser is registered for Op [Swish_0, optype [ai.onnx::11::Swish]].``
 
 When the op type of a "no parser registered" code is one of edgefuse's custom ops, the fix is
 always the same -- install edgefuse's op package, or compile without custom ops -- so
@@ -213,5 +216,6 @@ def _node_and_type(line: str) -> tuple[str | None, str | None]:
         match = pattern.search(line)
         if match:
             groups = match.groupdict()
-            return groups.get("node"), groups.get("op_type")
+            op_type = groups.get("op_type")
+            return groups.get("node"), None if op_type == "%s" else op_type
     return None, None

@@ -14,8 +14,9 @@ temporary directory is removed; only a failed ATC run leaves its log, next to BU
 ``BUILD_DIR.atc.log``.
 
 Custom ops. A model the Ascend optimizer rewrote carries edgefuse custom ops (Swish, YoloHead,
-DepthwiseConv), which ATC parses only through an installed edgefuse op package (E16002 without
-one). Such a build records the dependency in ``manifest.json`` (``custom_ops``: the ops, the soc,
+DepthwiseConv), which ATC parses only through an installed edgefuse op package (E19010, "No
+parser is registered for Op [..., optype [ai.onnx::11::Swish]]", without one; older CANN said
+E16002). Such a build records the dependency in ``manifest.json`` (``custom_ops``: the ops, the soc,
 the CANN range, how to build and install the package, how to do without), refuses ops whose
 kernel the soc cannot run, checks that a package with the ops is installed before ATC runs -- here
 and in ``compile.sh`` (``edgefuse.acl.ops.installed``) -- and says so in the printed instructions.
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx.helper
+import onnx.shape_inference
 
 from edgefuse._checks import integer_at_least, positive_number
 from edgefuse._files import publish_directory, save_onnx, temporary_directory_in
@@ -68,6 +71,7 @@ from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.acl.ops.spec import OpSpec
 from edgefuse.acl.ops.toolkit import CANN_BELOW, CANN_MIN, CANN_RANGE
+from edgefuse.acl.ops.yolo_head.spec import overflow_warning
 from edgefuse.convert.onnx_load import graph_input_names, load_model
 from edgefuse.errors import InputError, Ref, ToolError
 from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
@@ -165,6 +169,9 @@ def compile_model(
         plugins = edgefuse_plugins() if custom_ops else ()
     specs = [OPS_BY_NAME[name] for name in used]
     _check_custom_ops_run_on(specs, soc_name)
+    kernel_warnings = _yolo_head_warnings(loaded, soc_name) if "YoloHead" in used else []
+    for warning in kernel_warnings:
+        logger.warning("%s", warning)
     if atc is not None:
         installed.require_installed(specs, soc_name, env)
     gears = make_gears(loaded, dynamic_batch=dynamic_batch, dynamic_image_size=dynamic_image_size)
@@ -254,7 +261,7 @@ def compile_model(
                 "precision": plan.decisions,
                 "output_type": output_type,
                 "prepare": prepared.to_json(),
-                "custom_ops": _custom_ops_json(used, decomposed, soc_name),
+                "custom_ops": _custom_ops_json(used, decomposed, soc_name, kernel_warnings),
                 "op_support": {
                     "report": REPORT_FILE,
                     "errors": len(report.errors),
@@ -286,7 +293,7 @@ def run_instructions(result: BuildResult) -> str:
     if result.custom_ops:
         lines += [
             f"  # the model uses edgefuse custom ops ({custom_ops_text(result.custom_ops)}): ATC "
-            "fails with E16002 unless their op package is installed, so compile.sh checks:",
+            "fails with E19010 unless their op package is installed, so compile.sh checks:",
             f"  {steps['build']}",
             f"  # then {steps['install']}",
         ]
@@ -323,11 +330,36 @@ def _check_custom_ops_run_on(specs: Sequence[OpSpec], soc: str) -> None:
         )
 
 
+def _yolo_head_warnings(model: onnx.ModelProto, soc: str) -> list[str]:
+    """A warning per YoloHead whose threshold likely overflows the kernel's candidate cap."""
+    family = validate_soc(soc).short_name
+    inferred = onnx.shape_inference.infer_shapes(model)
+    dims = {
+        value.name: [d.dim_value if d.HasField("dim_value") else None
+                     for d in value.type.tensor_type.shape.dim]
+        for value in (*inferred.graph.input, *inferred.graph.value_info)
+    }
+    warnings = []
+    for node in all_nodes(model.graph):
+        if node.op_type != "YoloHead" or node.domain not in (CUSTOM_DOMAIN, "", "ai.onnx"):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        shape = dims.get(node.input[0], [])
+        boxes = shape[2] if len(shape) == 3 else None
+        warning = overflow_warning(family, attrs, boxes, node.name or node.output[0])
+        if warning is not None:
+            warnings.append(warning)
+    return warnings
+
+
 def _custom_ops_json(
-    used: Mapping[str, int], decomposed: Mapping[str, int], soc: str
+    used: Mapping[str, int], decomposed: Mapping[str, int], soc: str,
+    warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The manifest's record of the op package the OM needs (or of the ops decomposed)."""
     record: dict[str, Any] = {"required": bool(used)}
+    if warnings:
+        record["warnings"] = list(warnings)
     if decomposed:
         record["decomposed"] = dict(decomposed)
     if not used:

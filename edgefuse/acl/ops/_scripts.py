@@ -184,8 +184,8 @@ With a directory, `install.sh` prints the line the installer asks for, e.g.
 ATC and the runtime find the ops through `ASCEND_CUSTOM_OPP_PATH` or `vendors/config.ini`; source
 that line in every shell that runs `atc` or the compiled model. `edgefuse compile` records which
 custom ops a model needs in its `manifest.json`, and its `compile.sh` checks that a package with
-them is installed before it calls `atc` (ATC would otherwise fail with E16002, "No ONNX parser is
-registered for optype").
+them is installed, for this chip, before it calls `atc` (ATC would otherwise fail with E19010, "No
+parser is registered for Op [..., optype [ai.onnx::11::<Op>]]").
 
 ## What ATC sees
 

@@ -20,6 +20,7 @@ Two ONNX rules shape this module:
 from __future__ import annotations
 
 import onnx
+import onnx.helper
 import onnx.inliner
 import onnx_ir as ir
 import onnxscript.version_converter
@@ -28,6 +29,7 @@ from edgefuse._graph_walk import all_nodes
 from edgefuse._quiet import quiet_logger
 from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
 from edgefuse.acl.ops.spec import DOMAIN, FUNCTION_OPSET, OpSpec, register_onnx_schemas
+from edgefuse.acl.ops.specialize import specialized_function
 from edgefuse.errors import InputError, ModelLoadError, Ref
 
 
@@ -116,14 +118,30 @@ def attach_functions(model: onnx.ModelProto) -> onnx.ModelProto:
 def inline_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` whose edgefuse nodes are replaced by their decompositions.
 
-    The model's own local functions are left as they are; a model without edgefuse nodes comes
-    back unchanged (but for a copy), so a runtime may call this on every model it opens.
+    Each node gets its own rendering of the decomposition, its attributes written in as
+    constants and what they compute folded (``specialize``), so that NonMaxSuppression's
+    thresholds are the constants ATC requires. The model's own local functions are left as
+    they are; a model without edgefuse nodes comes back unchanged (but for a copy), so a
+    runtime may call this on every model it opens.
     """
     attached = attach_functions(model)
-    names = [function.name for function in attached.functions if function.domain == DOMAIN]
-    if not names:
+    nodes = [node for node in all_nodes(attached.graph) if node.domain == DOMAIN]
+    if not nodes:
         return attached
-    inlined = onnx.inliner.inline_selected_functions(attached, [(DOMAIN, n) for n in names])
+    opset = next(e.version for e in attached.opset_import if e.domain in ("", "ai.onnx"))
+    rendered = []
+    for index, node in enumerate(nodes):
+        spec = OPS_BY_NAME[node.op_type]  # attach_functions refused unknown ones
+        given = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        rendered.append(specialized_function(spec, given, opset, f"{spec.name}_{index}"))
+        node.op_type = rendered[-1].name
+        del node.attribute[:]
+    kept_functions = [f for f in attached.functions if f.domain != DOMAIN]
+    del attached.functions[:]
+    attached.functions.extend(kept_functions + rendered)
+    inlined = onnx.inliner.inline_selected_functions(
+        attached, [(DOMAIN, function.name) for function in rendered]
+    )
     left = custom_op_nodes(ir.serde.deserialize_graph(inlined.graph))
     if left:
         raise RuntimeError(f"onnx.inliner left {DOMAIN} nodes in place: {left[0].op_type}")

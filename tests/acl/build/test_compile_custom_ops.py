@@ -57,12 +57,13 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def op_package(root, vendor="edgefuse", ops=("EdgefuseSwish",)):
-    """A vendor directory as the installer leaves it, with op-info naming ``ops``."""
-    config = root / "vendors" / vendor / "op_impl" / "ai_core" / "tbe" / "config" / "ascend310b"
+def op_package(root, vendor="edgefuse", ops=("EdgefuseSwish",), short_soc="ascend310b"):
+    """A vendor directory as the installer leaves it, with op-info for ``short_soc`` naming
+    ``ops``."""
+    config = root / "vendors" / vendor / "op_impl" / "ai_core" / "tbe" / "config" / short_soc
     config.mkdir(parents=True)
     info = {op: {"input0": {"name": "x"}} for op in ops}
-    (config / "aic-ascend310b-ops-info.json").write_text(json.dumps(info))
+    (config / f"aic-{short_soc}-ops-info.json").write_text(json.dumps(info))
     return root / "vendors" / vendor
 
 
@@ -77,7 +78,7 @@ def test_the_manifest_records_the_op_package_the_model_needs(monkeypatch, tmp_pa
     stdout = capsys.readouterr().out
     assert "needs edgefuse's op package for Swish x1" in stdout
     assert f"edgefuse ops build --soc {SOC} --ops Swish -o OPP_DIR" in stdout
-    assert "--no-custom-ops" in stdout and "ATC fails with E16002 unless" in stdout
+    assert "--no-custom-ops" in stdout and "ATC fails with E19010 unless" in stdout
     record = json.loads((out / "manifest.json").read_text())["custom_ops"]
     assert record["required"] is True and record["soc"] == SOC
     assert record["ops"] == [{"onnx": "edgefuse::Swish", "ascend_type": "EdgefuseSwish",
@@ -122,7 +123,7 @@ def build(monkeypatch, tmp_path, model_path, clean_env):
 def test_compile_sh_stops_before_atc_without_the_package(build, tmp_path):
     done, atc_ran = run_script(build, tmp_path, ASCEND_CUSTOM_OPP_PATH=str(tmp_path / "nothing"))
     assert done.returncode == 2 and not atc_ran
-    assert "uses edgefuse custom ops (Swish)" in done.stderr and "E16002" in done.stderr
+    assert "uses edgefuse custom ops (Swish)" in done.stderr and "E19010" in done.stderr
     assert f"1. edgefuse ops build --soc {SOC} --ops Swish -o OPP_DIR" in done.stderr
     assert "--no-custom-ops" in done.stderr
 
@@ -152,6 +153,20 @@ def test_compile_sh_wants_every_op_the_model_uses(build, tmp_path):
     assert done.returncode == 0 and atc_ran
 
 
+def test_compile_sh_wants_the_package_built_for_the_chip(build, tmp_path):
+    vendor = op_package(tmp_path / "opp", short_soc="ascend310p")
+    # the op type elsewhere under op_impl (a kernel file, a proto) does not count either
+    kernel = vendor / "op_impl" / "ai_core" / "tbe" / "edgefuse_impl" / "edgefuse_swish.py"
+    kernel.parent.mkdir(parents=True)
+    kernel.write_text("# EdgefuseSwish\n")
+    done, atc_ran = run_script(build, tmp_path, ASCEND_CUSTOM_OPP_PATH=str(vendor))
+    assert done.returncode == 2 and not atc_ran
+    assert "aic-ascend310b-ops-info.json" in done.stderr
+    op_package(tmp_path / "opp")  # now also built for ascend310b
+    done, atc_ran = run_script(build, tmp_path, ASCEND_CUSTOM_OPP_PATH=str(vendor))
+    assert done.returncode == 0 and atc_ran, done.stderr
+
+
 # ---- compile checks it too when it runs atc itself --------------------------------------------
 
 
@@ -167,6 +182,19 @@ def test_compile_refuses_to_run_atc_without_the_package(monkeypatch, tmp_path, m
     monkeypatch.setenv("ASCEND_CUSTOM_OPP_PATH", str(vendor))
     result = compile_model(model_path, SOC, tmp_path / "build")
     assert result.om_path is not None and result.om_path.exists()
+
+
+def test_compile_refuses_a_package_built_for_another_chip(monkeypatch, tmp_path, model_path,
+                                                          clean_env):
+    put_fake_atc_on_path(monkeypatch)
+    vendor = op_package(tmp_path / "opp", short_soc="ascend310p")
+    monkeypatch.setenv("ASCEND_CUSTOM_OPP_PATH", str(vendor))
+    with pytest.raises(ToolError, match="provide them only for other chips") as error:
+        compile_model(model_path, SOC, tmp_path / "build")
+    assert error.value.reference == "custom-ops-not-installed"
+    assert f"{vendor} (ascend310p)" in error.value.context and "EZ3003" in error.value.message
+    assert f"edgefuse ops build --soc {SOC} --ops Swish" in error.value.hint
+    assert not (tmp_path / "build").exists()
 
 
 def test_a_custom_op_the_soc_cannot_run_is_refused(monkeypatch, tmp_path, clean_env):

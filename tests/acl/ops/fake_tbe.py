@@ -18,11 +18,16 @@ block stride, repeat stride) or bursts (``nburst`` x ``burst`` blocks and the ga
 must lie inside the tensor's bytes; UB operands must start on a 32-byte block (TIK "通用约束":
 UB addresses are 32-byte aligned; data_move: "若dst/src的scope为UB, 则要求地址偏移32Byte对齐").
 One allowance, for global memory (GM) only: data_move moves whole 32-byte blocks, so a GM tensor
-smaller than one block may be moved as the single block that covers it -- there is no other way
-to move it on chips without unaligned moves, and CANN rounds every device memory segment up to a
-multiple of 32 bytes (aclrtMallocAlign32: "内存大小向上对齐成32整数倍+32字节", hiascend
-canncommercial/80RC3 apiref/appdevgapi/aclpythondevg_01_0973.html). A tensor of one block or more
-gets no slack: a burst past its end is a failure even where the allocator's padding would hide it.
+smaller than one block may be moved as the single block that covers it, within two rules (CANN
+rounds every device memory segment up to a multiple of 32 bytes, aclrtMallocAlign32:
+"内存大小向上对齐成32整数倍+32字节", hiascend canncommercial/80RC3
+apiref/appdevgapi/aclpythondevg_01_0973.html; whether TIK's own checks accept it is not
+documented): a write past the end must put back what it read there (the block was first read
+from that tensor into the UB buffer written out: read-modify-write through a scratch block), and
+a read past the end is allowed only where it is the read of such a write, or where the chip
+cannot read GM element by element (``Scalar.set_as`` from GM: not on Ascend310/Ascend910, TIK
+set_as page atlastikapi_07_0012). A tensor of one block or more gets no slack: a burst past its
+end is a failure even where the allocator's padding would hide it.
 
 Indices that are TIK expressions are checked as intervals. A ``for_range`` variable spans its
 range; an ``if_scope`` condition ``x < c`` (``<=``, ``>``, ``>=``, ``tik.all``) narrows ``x``
@@ -80,9 +85,13 @@ CAPABILITIES = {
     "tik.vec_sel.mode": {"ascend310": frozenset({0}), "ascend910": frozenset({0})},
     "tik.vec_reduce_max": {"ascend310": frozenset({"float16"}),
                            "ascend910": frozenset({"float16"})},
+    #   TIK Scalar.set_as (atlastikapi_07_0012): a GM tensor element as the value on Atlas
+    #     inference (310P), A2 (910B) and 200I/500 A2 (310B); scope_ubuf only on the others.
+    "tik.scalar_from_gm": {"ascend310": frozenset(), "ascend910": frozenset()},
 }
 _DEFAULTS = {"tbe.dsl.vexp": ALL_FLOAT, "tik.vec_sel.dtype": ALL_FLOAT,
-             "tik.vec_sel.mode": frozenset({0, 1, 2}), "tik.vec_reduce_max": ALL_FLOAT}
+             "tik.vec_sel.mode": frozenset({0, 1, 2}), "tik.vec_reduce_max": ALL_FLOAT,
+             "tik.scalar_from_gm": frozenset({True})}
 
 _STATE = types.SimpleNamespace(soc="Ascend310B4", envelopes=None, last_tik=None)
 
@@ -266,6 +275,9 @@ class Scalar(Expr):
             self._lo, self._hi = _hull(self.history, self.envelope)
 
     def set_as(self, value, src_offset=None):
+        if isinstance(value, TensorView) and value.scope == "gm" and (
+                True not in _supported("tik.scalar_from_gm")):
+            _fail(f"Scalar.set_as from GM tensor {value.name} is not supported on {_STATE.soc}")
         new = self.tik.value_of(value)
         inner = [frame for frame in self.tik.frames[self.depth:] if frame.kind != "stmt"]
         if not inner:  # straight-line code at the Scalar's own level: the value replaces
@@ -296,9 +308,13 @@ class Buffer:
         self.nbytes = math.prod(shape) * BYTES[dtype]
         self.values = None if scope == "ubuf" else _dtype_range(dtype)  # None: never written
         self.index_values = None  # the index a vec_reduce_max(cal_index=True) stored
+        self.loaded_from = None  # the GM buffer a data_move last filled this UB buffer from
 
-    def wrote(self, values):
+    def wrote(self, values, element=False):
+        """Record a write; anything but an element store replaces what a data_move loaded."""
         self.values = _hull(self.values, values)
+        if not element:
+            self.loaded_from = None
 
 
 class TensorView:
@@ -356,7 +372,8 @@ class TensorView:
             _fail(f"{self.name}: set_as needs an element, e.g. tensor[i]")
         new = self.tik.value_of(value)
         self.tik.access(self, BYTES[self.dtype], "write", align=False)
-        self.buffer.wrote(new if self.dtype == self.buffer.dtype else _dtype_range(self.dtype))
+        self.buffer.wrote(new if self.dtype == self.buffer.dtype else _dtype_range(self.dtype),
+                          element=True)
 
 
 @dataclasses.dataclass
@@ -378,6 +395,7 @@ class Tik:
         self.envelopes = _STATE.envelopes
         self.peak = 0
         self.built = None
+        self.slack_reads: list[tuple[Buffer, Buffer]] = []  # (GM read past its end, UB dst)
         _STATE.last_tik = self
 
     # ---- checks -----------------------------------------------------------------------------
@@ -486,6 +504,10 @@ class Tik:
                  enable_l2=False, config=None, flowtable=None):
         if not all(t.scope == "gm" and not t.element for t in (*inputs, *outputs)):
             _fail("BuildCCE takes whole GM tensors")
+        if self.slack_reads and True in _supported("tik.scalar_from_gm"):
+            gm, _ = self.slack_reads[0]
+            _fail(f"read past the end of {gm.name} ({gm.nbytes} bytes) on {_STATE.soc}, which "
+                  "reads GM element by element (Scalar.set_as): read it that way")
         self.built = (kernel_name, len(inputs), len(outputs))
 
     # ---- data movement ----------------------------------------------------------------------
@@ -502,9 +524,26 @@ class Tik:
             if not low <= lo <= hi <= high:
                 _fail(f"data_move {label} spans [{lo}, {hi}], allowed [{low}, {high}]")
         bursts, length = _top(nburst), _top(burst)
-        self._source(src, ((bursts - 1) * (length + _top(src_stride)) + length) * BLOCK)
-        self.access(dst, ((bursts - 1) * (length + _top(dst_stride)) + length) * BLOCK, "write")
+        read = ((bursts - 1) * (length + _top(src_stride)) + length) * BLOCK
+        written = ((bursts - 1) * (length + _top(dst_stride)) + length) * BLOCK
+        self._source(src, read)
+        self.access(dst, written, "write")
+        if self._past_end(src, read):
+            self.slack_reads.append((src.buffer, dst.buffer))
+        if self._past_end(dst, written):
+            self.check(src.buffer.loaded_from is dst.buffer,
+                       f"write past the end of {dst.name} ({dst.buffer.nbytes} bytes) from "
+                       f"{src.name}, which was not read from {dst.name}: the bytes past the end "
+                       "must be written back as they were (read-modify-write)")
+            self.slack_reads = [(gm, ub) for gm, ub in self.slack_reads
+                                if not (gm is dst.buffer and ub is src.buffer)]
         dst.buffer.wrote(self._moved(src))
+        dst.buffer.loaded_from = src.buffer if src.scope == "gm" else None
+
+    @staticmethod
+    def _past_end(view, nbytes):
+        return view.scope == "gm" and view.offset[1] * BYTES[view.dtype] + nbytes > (
+            view.buffer.nbytes)
 
     def _moved(self, src):
         return _dtype_range(src.dtype) if src.scope == "gm" else self._values(src)

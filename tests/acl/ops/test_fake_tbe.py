@@ -159,12 +159,37 @@ def test_a_burst_past_a_gm_tensor_fails_even_inside_its_last_block(tik):
         tik.data_move(staging, weights, 0, 1, 14, 0, 0)  # 224: 8 past the end
 
 
-def test_a_gm_tensor_smaller_than_a_block_moves_as_one_block(tik):
+def test_a_gm_tensor_smaller_than_a_block_is_written_only_by_read_modify_write(tik):
     counts, staging = gm(tik, (1,), "int32", "num_gm"), ub(tik, 16, "int32", "counts")
     tik.vec_dup(16, staging, 0, 1, 8)
-    tik.data_move(counts, staging, 0, 1, 1, 0, 0)
+    with pytest.raises(StandInError, match=r"write past the end of num_gm .*read-modify-write"):
+        tik.data_move(counts, staging, 0, 1, 1, 0, 0)
+    block = ub(tik, 16, "int32", "block")
+    tik.data_move(block, counts, 0, 1, 1, 0, 0)  # the block as it is, bytes past the end too
+    block[0].set_as(staging[0])
+    tik.data_move(counts, block, 0, 1, 1, 0, 0)
+    tik.BuildCCE("k", [counts], [])  # the read past the end served that write
     with pytest.raises(StandInError, match="num_gm"):
-        tik.data_move(counts, staging, 0, 1, 2, 0, 0)
+        tik.data_move(counts, block, 0, 1, 2, 0, 0)  # more than the one covering block
+
+
+def test_a_short_gm_tensor_is_read_element_wise_where_the_chip_can(monkeypatch):
+    bias = {}
+    for soc in ("Ascend310B4", "Ascend310"):
+        fake_tbe.install(monkeypatch, soc)
+        tik = fake_tbe.Tik()
+        bias[soc] = (tik, gm(tik, (8,), "float16", "bias_gm"), ub(tik, 16, "float16", "bias"))
+        tik_, src, dst = bias[soc]
+        tik_.data_move(dst, src, 0, 1, 1, 0, 0)  # the covering block: past the 16 bytes
+        if soc == "Ascend310B4":
+            with pytest.raises(StandInError, match=r"read past the end of bias_gm .*element by"):
+                tik_.BuildCCE("k", [src], [])
+            value = tik_.Scalar("float16")
+            value.set_as(src[3])  # what it should do there
+        else:
+            tik_.BuildCCE("k", [src], [])  # the only way on Ascend310
+            with pytest.raises(StandInError, match="Scalar.set_as from GM tensor bias_gm"):
+                tik_.Scalar("float16").set_as(src[3])
 
 
 # ---- what the chip supports ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 
 from edgefuse.acl.ops.depthwise_conv.spec import DEPTHWISE_CONV
 from edgefuse.acl.ops.swish.spec import SWISH
-from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
+from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD, candidate_capacity
 from tests.acl.ops import fake_tbe
 
 pytestmark = pytest.mark.standin
@@ -178,3 +178,40 @@ def test_yolo_head_refuses_multi_label_and_a_wrong_row_count(records):
         entry(tensor((1, 84, 100)), *outputs, 80, max_detections=10, multi_label=1)
     with pytest.raises(RuntimeError, match=r"must be \[B, 4 \+ 1 \+ 80, N\]"):
         entry(tensor((1, 84, 100)), *outputs, 80, objectness=1, max_detections=10)
+
+
+def kernel_module(spec):
+    with importlib.resources.as_file(
+        importlib.resources.files(spec.package) / spec.kernel_path
+    ) as path:
+        module_spec = importlib.util.spec_from_file_location(f"kernel_{spec.kernel_name}", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("boxes", "classes", "detections"),
+                         [(8400, 80, 300), (25200, 80, 100), (3200, 2, 16)])
+def test_the_host_mirror_of_the_yolo_head_cap_is_the_kernels(records, boxes, classes,
+                                                             detections):
+    """sim and compile's warning use candidate_capacity; it must be the kernel's _capacity."""
+    module = kernel_module(YOLO_HEAD)
+    attrs = {"num_classes": classes, "objectness": 0, "score_threshold": 0.001,
+             "iou_threshold": 0.45, "max_detections": detections, "max_per_class": 0}
+    kernel_cap = module.YoloHead(tensor((1, 4 + classes, boxes)), attrs).capacity
+    mirrored = candidate_capacity("ascend310b", attrs, boxes,
+                                  ub_bytes=fake_tbe.SOC_SPEC["UB_SIZE"])
+    assert mirrored == kernel_cap < boxes
+
+
+@pytest.mark.parametrize("soc", ["Ascend310", "Ascend910A", "Ascend310B4"])
+def test_depthwise_conv_reads_a_bias_shorter_than_a_block_as_the_chip_allows(monkeypatch, soc):
+    """8 channels of bias are 16 bytes: element by element where a Scalar reads GM, else the
+    covering block through a scratch block (the stand-in refuses the read past the end on the
+    chips that have the element-wise way)."""
+    fake_tbe.install(monkeypatch, soc)
+    tik = kernel(DEPTHWISE_CONV)(
+        tensor((1, 1, 12, 12, 16), fmt="NC1HWC0"), tensor((8, 1, 1, 1), fmt="NCHW"),
+        tensor((8,)), tensor((1, 1, 12, 12, 16), fmt="NC1HWC0"), 8,
+    )
+    assert tik.built == ("edgefuse_depthwise_conv2d", 3, 1)

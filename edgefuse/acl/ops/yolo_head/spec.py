@@ -26,6 +26,14 @@ Semantics (the numpy reference is the definition):
 - the kept boxes of all classes are ranked by score, ties by lower box index then lower class
   index, and the first ``max_detections`` are returned.
 
+The decomposition (``function_body``, what ONNX Runtime, ``sim`` and ``compile --no-custom-ops``
+run) must hold on CANN too: there NonMaxSuppression returns ``max_output_boxes_per_class * B *
+C`` rows, the unused ones ``-1`` (canncommercial/63RC1 oplist/fwoperator/atlasoxol_09_0103.html),
+where ONNX Runtime returns exactly the selected rows. So a row with a negative entry gathers
+from index 0 and scatters score ``-1`` (the empty mark) into the first spare column of the
+score table, a dummy slot no real (batch, box, class) maps to; the per-class limit is a constant
+rendered per node (``edgefuse.acl.ops.specialize``), as CANN requires.
+
 Outputs follow the fixed-shape layout of Ascend's ``BatchMultiClassNonMaxSuppression``
 (mmdeploy's ``BatchMultiClassNMS``): ``boxes [B, max_detections, 4]`` as x1, y1, x2, y2,
 ``scores [B, max_detections]``, ``classes [B, max_detections]`` (int32 here), ``num_detections
@@ -143,6 +151,64 @@ UNSUPPORTED_REASON = (
     "Ascend910 chips lack (TIK API pages vec_sel and vec_reduce_max)"
 )
 
+# ---- the kernel's candidate cap (mirrors YoloHead._capacity in tbe/impl/edgefuse_yolo_head.py) --
+#
+# The AI Core kernel compacts the boxes whose best score passes ``score_threshold`` into
+# Unified Buffer arrays, in box order, and drops those past ``capacity`` without a word; the
+# host decomposition keeps them all. With the usual thresholds (0.25) a YOLO model has a few
+# hundred candidates; with the 0.001 of mAP evaluation a 640x640 YOLOv8 has thousands, and the
+# board's detections differ from the host's. ``sim`` emulates the cap and compile warns.
+# UB bytes per AI Core: 192 KiB on Atlas A2 (ascend910b: hicann/catlass
+# include/acot/arch/arch.hpp, AtlasA2::UB_SIZE); [INFERENCE] 256 KiB on ascend310b/ascend310p,
+# the Da Vinci inference core's UB, which gives the "about 2,900" candidates the board review
+# computed for 310B. On a CANN host ``tbe.common.platform.get_soc_spec("UB_SIZE")`` is exact.
+UB_BYTES = {"ascend310b": 256 * 1024, "ascend310p": 256 * 1024, "ascend910b": 192 * 1024}
+KERNEL_UB_RESERVED_BYTES = 16 * 1024
+KERNEL_MASK = 64
+KERNEL_MAX_CAPACITY = KERNEL_MASK * 255
+KERNEL_TILE_BYTES = 14 * 1024 * 4  # TILE_ARRAYS x TILE float32 decode rows
+KERNEL_BYTES_PER_CANDIDATE = (8 + 7) * 4  # CANDIDATE_ARRAYS + WORK_ARRAYS, float32
+# Below this threshold a model with more boxes than the cap is warned about at compile time:
+# predict thresholds (0.25) leave a few hundred candidates, evaluation thresholds (0.001) do not.
+LIKELY_OVERFLOW_THRESHOLD = 0.05
+
+
+def candidate_capacity(
+    soc_family: str, attrs: Mapping[str, Any], boxes: int | None = None, ub_bytes: int | None = None
+) -> int | None:
+    """Candidates per image the kernel keeps on ``soc_family``, by the kernel's own formula;
+    None when nothing can be dropped (``boxes`` known and within the cap) or no kernel runs
+    there. ``ub_bytes`` overrides the family's UB size (the tests use the TBE stand-in's)."""
+    ub = ub_bytes if ub_bytes is not None else UB_BYTES.get(soc_family)
+    if ub is None:
+        return None
+    max_det = int(attrs.get("max_detections", 300))
+    fixed = KERNEL_TILE_BYTES + (8 * max_det + int(attrs["num_classes"]) + 4 * KERNEL_MASK) * 4
+    capacity = (ub - KERNEL_UB_RESERVED_BYTES - fixed) // KERNEL_BYTES_PER_CANDIDATE
+    capacity = min(capacity // KERNEL_MASK * KERNEL_MASK, KERNEL_MAX_CAPACITY)
+    if boxes is not None and boxes <= capacity:
+        return None
+    return capacity
+
+
+def overflow_warning(
+    soc_family: str, attrs: Mapping[str, Any], boxes: int | None, node: str
+) -> str | None:
+    """The compile-time warning for a YoloHead whose threshold likely overflows the cap."""
+    capacity = candidate_capacity(soc_family, attrs, boxes)
+    threshold = float(attrs.get("score_threshold", 0.25))
+    if capacity is None or threshold >= LIKELY_OVERFLOW_THRESHOLD:
+        return None
+    return (
+        f"YoloHead '{node}': score_threshold {threshold:g} with {boxes or 'an unknown number of'} "
+        f"boxes likely passes more candidates than the {capacity} per image its {soc_family} "
+        "kernel keeps (in box order); the rest are dropped on the board, while ONNX Runtime "
+        "keeps them (sim drops them as the board does). For mAP evaluation compare on sim or "
+        "the board, raise the threshold, or compile with --no-custom-ops (CANN's NMS has no "
+        "such cap)"
+    )
+
+
 _FLOAT = ("float16", "float32")
 _ND = ("ND", "ND")
 
@@ -230,18 +296,25 @@ YOLO_HEAD = OpSpec(
     limit_class = Where (per_class_set, limit_class_attr, limit_total)
     selected = NonMaxSuppression <center_point_box: int = 1> (boxes_xywh, competing, limit_class,
                                                              iou_threshold, score_threshold)
-    selected_scores = GatherND (competing, selected)
-    batch_ix = Slice (selected, row0, axis1, axis1)
-    class_ix = Slice (selected, axis1, row2, axis1)
-    box_ix = Slice (selected, row2, row_end, axis1)
+    lowest = ReduceMin <keepdims: int = 1> (selected, axis1)
+    is_pad = Less (lowest, zero)
+    real = Not (is_pad)
+    safe_selected = Where (real, selected, zero)
+    gathered = GatherND (competing, safe_selected)
+    real_1d = Squeeze (real, axis1)
+    selected_scores = Where (real_1d, gathered, fill)
+    batch_ix = Slice (safe_selected, row0, axis1, axis1)
+    class_ix = Slice (safe_selected, axis1, row2, axis1)
+    box_ix = Slice (safe_selected, row2, row_end, axis1)
     box_major = Mul (box_ix, classes_n)
     flat = Add (box_major, class_ix)
-    scatter_at = Concat <axis: int = 1> (batch_ix, flat)
 
     pred_shape = Shape (pred)
     batch = Slice (pred_shape, row0, axis1)
     boxes_n = Slice (pred_shape, row2, row_end)
     slots = Mul (boxes_n, classes_n)
+    routed = Where (real, flat, slots)
+    scatter_at = Concat <axis: int = 1> (batch_ix, routed)
     limit_1d = Unsqueeze (limit_total, axis0)
     width = Add (slots, limit_1d)
     table_shape = Concat <axis: int = 0> (batch, width)

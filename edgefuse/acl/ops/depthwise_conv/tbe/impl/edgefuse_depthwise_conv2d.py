@@ -32,6 +32,7 @@ BYTES = 2
 BLOCK_BYTES = 32
 MAX_REPEAT = 255
 UB_RESERVED_BYTES = 8 * 1024  # left to the compiler for scalars and alignment
+NO_SCALAR_GM_READ = ("Ascend310", "Ascend910")  # SHORT_SOC_VERSION values, see _load_short
 
 
 def _ceil_div(a, b):
@@ -58,6 +59,7 @@ class DepthwiseConv2d:
 
         self.tik = tik.Tik()
         self.core_num = tbe_platform.get_soc_spec("CORE_NUM")
+        self.soc = tbe_platform.get_soc_spec("SHORT_SOC_VERSION")
         self.x_gm = self.tik.Tensor(DTYPE, tuple(x.get("shape")), name="x_gm", scope=tik.scope_gm)
         self.w_gm = self.tik.Tensor(
             DTYPE, (self.channels * self.taps,), name="w_gm", scope=tik.scope_gm
@@ -129,13 +131,12 @@ class DepthwiseConv2d:
         data_move moves whole 32-byte blocks: the full blocks move as one burst, and a partial
         last block is read as the block that ends at ``src``'s end (GM addresses need no
         alignment; UB ones do) into a scratch block, whose last elements are then copied over.
-        A tensor smaller than one block can only move as the block that covers it; CANN rounds
-        every device memory segment up to 32 bytes (aclrtMallocAlign32, hiascend
-        canncommercial/80RC3 apiref/appdevgapi/aclpythondevg_01_0973.html).
+        A tensor smaller than one block (fewer than 16 bias channels or weights) has no such
+        block: ``_load_short``.
         """
         full, tail = divmod(count, C0)
         if full == 0:
-            self.tik.data_move(dst, src, 0, 1, 1, 0, 0)
+            self._load_short(dst, src, count)
             return
         self.tik.data_move(dst, src, 0, 1, full * C0 * BYTES // BLOCK_BYTES, 0, 0)
         if tail:
@@ -143,6 +144,27 @@ class DepthwiseConv2d:
             self.tik.data_move(last, src[count - C0], 0, 1, 1, 0, 0)
             for k in range(tail):
                 dst[full * C0 + k].set_as(last[C0 - tail + k])
+
+    def _load_short(self, dst, src, count):
+        """``src[0:count]``, fewer elements than one block, into ``dst``.
+
+        Where a Scalar can read GM (Atlas 200I/500 A2, Atlas inference, Atlas A2: TIK set_as,
+        hiascend CANNCommunityEdition/900 atlastikapi_07_0012), element by element, nothing
+        past ``src`` read. Ascend310 and Ascend910 cannot: the block that covers ``src`` is read
+        into a scratch block (CANN pads every device memory segment by 32 bytes,
+        aclrtMallocAlign32, canncommercial/80RC3 aclpythondevg_01_0973.html) and only its first
+        ``count`` elements are copied, so what lies past ``src`` never reaches ``dst``.
+        """
+        if self.soc not in NO_SCALAR_GM_READ:
+            value = self.tik.Scalar(DTYPE, name="short_value")
+            for k in range(count):
+                value.set_as(src[k])
+                dst[k].set_as(value)
+            return
+        short = self.tik.Tensor(DTYPE, (C0,), name="short_block", scope=tik.scope_ubuf)
+        self.tik.data_move(short, src, 0, 1, 1, 0, 0)
+        for k in range(count):
+            dst[k].set_as(short[k])
 
     def _block_parameters(self, c1_index, all_weights, all_bias):
         """Weights as [taps, C0] and bias as [C0] for one channel block; absent channels are 0."""

@@ -13,7 +13,9 @@ Algorithm, per image (one AI core; NMS is sequential and edge boards run batch 1
 2. Compact the boxes whose best score is ``> score_threshold`` into candidate arrays (a scalar
    pass; box order is kept, so the lowest slot is the lowest box index). At most ``capacity``
    candidates fit the UB; further ones are dropped -- with the usual thresholds (0.25) YOLO
-   models have a few hundred.
+   models have a few hundred. ``candidate_capacity`` in the op's spec.py mirrors ``_capacity``
+   on the host: ``sim`` drops the same candidates and ``edgefuse compile`` warns about low
+   thresholds.
 3. Greedy NMS by repeated arg-max: ``vec_reduce_max`` finds the best remaining candidate (the
    first of equal maxima, i.e. the lowest box index), it becomes the next output row, and one
    pass of vector ops computes every candidate's IoU with it exactly as ONNX Runtime does
@@ -29,9 +31,11 @@ Memory is moved in whole 32-byte blocks (data_move), and no move reaches past th
 names: a row whose length is not a whole number of blocks moves its full blocks in one burst and
 its tail as the block that ends at the row's end, staged through a scratch block (GM addresses
 need no alignment, UB ones do). So rows must span at least one block: at least 16 boxes and
-``max_detections >= 16``. ``num_detections`` of fewer than 8 images is smaller than one block
-and can only move as the block that covers it; CANN rounds every device memory segment up to
-32 bytes (aclrtMallocAlign32, hiascend canncommercial/80RC3
+``max_detections >= 16``. ``num_detections`` of fewer than 8 images is smaller than one block:
+data_move cannot move less and TIK cannot store a scalar to GM, so it goes through a scratch
+block too, read-modify-write -- the block that covers it is read, its first elements replaced,
+and written back, so the bytes past its end go back as they were (they lie in the 32 bytes
+CANN adds to every device memory segment: aclrtMallocAlign32, hiascend canncommercial/80RC3
 apiref/appdevgapi/aclpythondevg_01_0973.html).
 
 Chips: ``vec_sel`` mode 2 and float32 ``vec_reduce_max`` do not exist on Ascend310 (Atlas
@@ -176,12 +180,17 @@ class YoloHead:
         The tail goes out as the block that ends at the last element, staged through a scratch
         block (the overlap with the full blocks rewrites the same values). Fewer elements than
         one block are only ever a whole tensor smaller than a block (``num_detections`` of under
-        8 images), which moves as the block that covers it.
+        8 images): read-modify-write of the block that covers it, through a scratch block.
         """
         per_block = _block_elems(dtype)
         full, tail = divmod(count, per_block)
         if full == 0:
-            self.tik.data_move(gm_at(0), src, 0, 1, 1, 0, 0)
+            short = self.tik.Tensor(dtype, (per_block,), name="short_block",
+                                    scope=tik.scope_ubuf)
+            self.tik.data_move(short, gm_at(0), 0, 1, 1, 0, 0)
+            for k in range(count):
+                short[k].set_as(src[k])
+            self.tik.data_move(gm_at(0), short, 0, 1, 1, 0, 0)
             return
         self.tik.data_move(gm_at(0), src, 0, 1, full, 0, 0)
         if tail:
