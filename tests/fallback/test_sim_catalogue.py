@@ -17,6 +17,8 @@ from edgefuse.reference.feeds import feed_set, input_specs
 from edgefuse.session import TensorSpec
 from tests.needs import optional
 
+FAR_BELOW = 0.25  # a measured max abs error under this share of the predicted one
+
 pytestmark = [pytest.mark.torch, pytest.mark.ort]
 
 torch = optional("torch")
@@ -60,7 +62,10 @@ def test_sim_stays_within_the_fp16_prediction_on_tiny_catalogue_builds(tmp_path,
         assert within_prediction(measured.agreement, predicted[measured.name], largest), (
             f"{name} output '{measured.name}': sim vs cpu {measured.agreement}, FP16 analysis "
             f"predicted {predicted[measured.name]}")
-        # ... and not below it either: a sim that stopped rounding would pass the line above
-        assert within_prediction(predicted[measured.name], measured.agreement, largest), (
+        # ... and not far below it either: a sim that stopped rounding would pass the line
+        # above with an error near 0 (the two spellings' roundings differ by some FP16 steps
+        # either way, so "far" is a factor, not within_prediction reversed)
+        assert measured.agreement.max_abs_error >= FAR_BELOW * predicted[
+                measured.name].max_abs_error, (
             f"{name} output '{measured.name}': sim vs cpu {measured.agreement} is far below the "
             f"FP16 analysis' {predicted[measured.name]}")
