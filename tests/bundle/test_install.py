@@ -142,7 +142,7 @@ def test_unlisted_missing_and_linked_files_are_refused(small_build, tmp_path, ro
     if change == "extra":
         (bundle / "models/seg/extra.bin").write_bytes(b"x")
     elif change == "missing":
-        (bundle / "models/cls/golden.json").unlink()
+        (bundle / "models/cls/golden.npz").unlink()
     else:
         (bundle / "models/seg/link").symlink_to("/etc/passwd")
     done = _install(small_build.install_sh, root, str(bundle))
