@@ -20,11 +20,12 @@ from edgefuse.bundle.archive import write_bundle_manifest
 from edgefuse.bundle.builder import build
 from edgefuse.bundle.bundle_check import verify_bundle
 from edgefuse.bundle.cache import Cache
+from edgefuse.bundle.golden import check_golden
 from edgefuse.cli.main import main
 from edgefuse.errors import EdgefuseError
 from edgefuse.manifest import file_sha256
 from edgefuse.reference.onnx_runner import run_onnx
-from edgefuse.reference.recording import load_recording
+from edgefuse.reference.recording import load_recording, make_recording
 from tests.bundle.models import silu_head, write_spec
 
 pytestmark = pytest.mark.ort
@@ -381,3 +382,42 @@ def test_a_model_with_custom_ops_brings_the_op_package_and_its_environment(tmp_p
     other = build(_ops_spec(tmp_path / "b"), tmp_path / "out2", cache_dir=tmp_path / "c2",
                   progress=False)
     assert other.archive_sha256 == outcome.archive_sha256
+
+
+def test_changing_a_models_opset_misses_the_convert_cache(small_build, tmp_path):
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(small_build.spec_dir, spec_dir)
+    spec = spec_dir / "spec.yaml"
+    spec.write_text(spec.read_text().replace("source: models/cls.onnx\n",
+                                             "source: models/cls.onnx\n    opset: 17\n"))
+    changed = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert not changed.models["cls"]["convert"]["cached"]
+    assert changed.models["seg"]["convert"]["cached"]
+
+
+def _with_cosine(array, cosine, seed=0):
+    """``array`` plus noise orthogonal to it, scaled so that the cosine to ``array`` is
+    ``cosine``: 1 / sqrt(1 + r^2) for a noise of relative norm r."""
+    flat = array.astype(np.float64).reshape(-1)
+    noise = np.random.default_rng(seed).standard_normal(flat.size)
+    noise -= flat * (noise @ flat) / (flat @ flat)
+    noise *= np.sqrt(1 / cosine**2 - 1) * np.linalg.norm(flat) / np.linalg.norm(noise)
+    return (flat + noise).reshape(array.shape).astype(array.dtype)
+
+
+def test_a_golden_at_cosine_0_9995_fails_its_own_backend_and_passes_another(small_build,
+                                                                           tmp_path):
+    """The golden was recorded on sim: replayed on sim it must reproduce to 0.99999; on cpu it
+    is held to the model's FP16 gate, 0.999."""
+    folder = tmp_path / "cls"
+    shutil.copytree(small_build.bundle / "models/cls", folder)
+    golden = load_recording(folder / "golden.npz")
+    moved = [(s.inputs, {n: _with_cosine(a, 0.9995) for n, a in s.outputs.items()})
+             for s in golden.samples]
+    make_recording(moved, golden.meta).save(folder / "golden.npz")
+    same = check_golden(folder, folder / "golden.npz", ("sim",), 0.999)
+    assert same.recorded_on == same.backend == "sim" and same.min_cosine == 0.99999
+    assert not same.passed and 0.999 < same.outputs[0].cosine < 0.9996
+    other = check_golden(folder, folder / "golden.npz", ("cpu",), 0.999)
+    assert other.backend == "cpu" and other.min_cosine == 0.999
+    assert other.passed and 0.999 < other.outputs[0].cosine < 0.9996
