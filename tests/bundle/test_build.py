@@ -26,6 +26,8 @@ from edgefuse.errors import EdgefuseError
 from edgefuse.manifest import file_sha256
 from edgefuse.reference.onnx_runner import run_onnx
 from edgefuse.reference.recording import load_recording, make_recording
+from edgefuse.runtime import open_session
+from edgefuse.testing import assert_replays
 from tests.bundle.models import silu_head, write_spec
 
 pytestmark = pytest.mark.ort
@@ -421,3 +423,16 @@ def test_a_golden_at_cosine_0_9995_fails_its_own_backend_and_passes_another(smal
     other = check_golden(folder, folder / "golden.npz", ("cpu",), 0.999)
     assert other.backend == "cpu" and other.min_cosine == 0.999
     assert other.passed and 0.999 < other.outputs[0].cosine < 0.9996
+
+
+def test_a_bundles_golden_replays_with_verify_against_and_the_pytest_kit(small_build, capsys):
+    """One format: the golden `build` records is what `verify --against` and assert_replays
+    read; the build it names is the bundle's (no "another build" note)."""
+    folder = small_build.bundle / "models/seg"
+    golden = folder / "golden.npz"
+    assert main(["verify", "--against", str(golden), str(folder), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("against: 1 sample(s) recorded on sim (Ascend310B4), build ")
+    assert "note:" not in out
+    with open_session(folder, backends="sim") as session:
+        assert_replays(session, golden)
