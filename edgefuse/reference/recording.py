@@ -181,9 +181,9 @@ def _legacy_golden_record(path: str | os.PathLike[str]) -> dict[str, Any] | None
     twin = Path(path).with_suffix(".json")
     try:
         record = json.loads(twin.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # no twin, or a file of someone else's next to an .npz: not a golden
+    except OSError as exc:
         raise _bad(path, f"its twin {twin.name} cannot be read ({exc})") from exc
     if not isinstance(record, dict) or record.get("format") != LEGACY_GOLDEN_FORMAT:
         return None

@@ -82,3 +82,35 @@ def test_float16_outputs_recorded_on_cpu_take_the_fp16_gate(tmp_path):
     fp32 = make_recording([({"x": X}, {"y": X * 2})], {"backend": "cpu"})
     assert not fp32.board_numerics and default_gate(fp32, "cpu").min_cosine == 0.99999
     assert default_gate(fp32, "sim").min_cosine == 0.999
+
+
+@pytest.mark.parametrize("twin", [None, '{"format": "something/1"}', "not json", b"\xff\xfe"])
+def test_an_npz_of_inputs_is_not_a_recording_whatever_json_lies_next_to_it(tmp_path, twin):
+    np.savez(tmp_path / "inputs.npz", x=X)
+    if isinstance(twin, bytes):
+        (tmp_path / "inputs.json").write_bytes(twin)
+    elif twin is not None:
+        (tmp_path / "inputs.json").write_text(twin)
+    with pytest.raises(InputError, match=r"inputs.npz' is not an edgefuse recording: it has no "
+                                         r"'meta' entry"):
+        load_recording(tmp_path / "inputs.npz")
+
+
+def test_an_old_bundle_golden_pair_reads_as_a_one_sample_recording(tmp_path):
+    """golden.npz (input/<name>, output/<name>) + golden.json, as bundles were built before."""
+    np.savez(tmp_path / "golden.npz", **{"input/x": X, "output/y": X * 2})
+    (tmp_path / "golden.json").write_text(json.dumps({
+        "format": "edgefuse-golden/1", "backend": "sim", "soc": "Ascend310B4", "build": "ab" * 32,
+        "edgefuse_version": "0.1.0", "seed": 4,
+        "inputs": {"x": {"shape": [1, 6], "dtype": "float32"}},
+        "outputs": {"y": {"shape": [1, 6], "dtype": "float32"}}}))
+    recording = load_recording(tmp_path / "golden.npz")
+    assert recording.meta["format"] == FORMAT
+    assert recording.meta["converted_from"] == "edgefuse-golden/1"
+    assert (recording.backend, recording.soc, recording.build_sha256) == (
+        "sim", "Ascend310B4", "ab" * 32)
+    assert recording.meta["seed"] == 4 and recording.board_numerics
+    np.testing.assert_array_equal(recording.inputs[0]["x"], X)
+    np.testing.assert_array_equal(recording.outputs[0]["y"], X * 2)
+    assert recording.describe().startswith("1 sample(s) recorded on sim (Ascend310B4), build "
+                                           "abababababab")
