@@ -436,3 +436,25 @@ def test_a_bundles_golden_replays_with_verify_against_and_the_pytest_kit(small_b
     assert "note:" not in out
     with open_session(folder, backends="sim") as session:
         assert_replays(session, golden)
+
+
+def test_a_renamed_calibration_file_misses_the_cache(small_build, tmp_path):
+    """A folder's key is its file names and contents: the same bytes under another name are
+    another folder (a content-only digest would hit the cache)."""
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(small_build.spec_dir, spec_dir)
+    calibration = spec_dir / "calib"
+    calibration.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("a.npz", "b.npz"):
+        np.savez(calibration / name, input=rng.standard_normal((1, 3, 16, 16)).astype(np.float32))
+    spec = spec_dir / "spec.yaml"
+    spec.write_text(spec.read_text().replace("verify: {samples: 1}\n",
+                                             "verify: {samples: 1, calibration: calib}\n"))
+    cache = tmp_path / "cache"
+    first = build(spec, tmp_path / "out", cache_dir=cache, progress=False)
+    assert not first.models["cls"]["optimize"]["cached"]
+    (calibration / "b.npz").rename(calibration / "c.npz")
+    again = build(spec, tmp_path / "out2", cache_dir=cache, progress=False)
+    assert again.models["cls"]["convert"]["cached"] and again.models["seg"]["optimize"]["cached"]
+    assert not again.models["cls"]["optimize"]["cached"]
