@@ -13,7 +13,8 @@ Format ``edgefuse-recording/1``, a plain ``numpy.savez`` file (no pickles)::
     output/<sample>/<name>   the array output <name> gave
     meta                     JSON text: {"format", "backend", "soc", "build": {"path",
                              "manifest_sha256", "soc"} | null, "edgefuse_version", "created_by",
-                             "samples", "inputs", "outputs"}
+                             "samples", "inputs", "outputs"}, plus "seed" in a bundle's golden
+                             and "converted_from" in one read from the old golden pair
 
 The sample index comes before the name, so tensor names holding ``/`` survive. Loading checks the
 format, every sample's names against ``meta`` and refuses pickled arrays. The same file is a
