@@ -34,7 +34,12 @@ from edgefuse.manifest import MANIFEST_NAME
 from edgefuse.model_info import AppInfo
 from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.reference.compare import Gate, compare_outputs, degenerate_outputs
-from edgefuse.reference.recording import BOARD_NUMERICS, Recording, load_recording, make_recording
+from edgefuse.reference.recording import (
+    Recording,
+    board_numerics,
+    load_recording,
+    make_recording,
+)
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
 from edgefuse.verify import DEFAULT_FP16_MIN_COSINE, DEFAULT_MIN_COSINE, VerifyResult
@@ -58,18 +63,23 @@ def manifest_sha256(model: Model) -> str | None:
 
 
 def record_runs(session: Session, samples: Iterable[Mapping[str, np.ndarray]], *,
-                model: Model | None = None, created_by: str | None = None) -> Recording:
+                model: Model | None = None, created_by: str | None = None,
+                build_path: str | None = None,
+                extra_meta: Mapping[str, Any] | None = None) -> Recording:
     """Run ``session`` on every sample and record the feeds and outputs (not yet saved).
 
     ``model``: what the session was opened on, for the build's digest and soc in the metadata;
-    ``created_by``: the command that made the recording (default: this process's argv).
+    ``created_by``: the command that made the recording (default: this process's argv);
+    ``build_path``: the build's path in the metadata (default: as given); ``extra_meta``: more
+    metadata (a bundle golden's ``seed``).
     """
     pairs = [(dict(feeds), session.run(feeds)) for feeds in samples]
     source = resolve_source(model) if model is not None else None
     manifest = source.manifest if source is not None else None
     build = None
     if manifest is not None:
-        build = {"path": source.label, "manifest_sha256": manifest_sha256(source),
+        build = {"path": build_path if build_path is not None else source.label,
+                 "manifest_sha256": manifest_sha256(source),
                  "soc": manifest.soc}
     meta: dict[str, Any] = {
         "backend": session.backend,
@@ -77,6 +87,7 @@ def record_runs(session: Session, samples: Iterable[Mapping[str, np.ndarray]], *
         "build": build,
         "edgefuse_version": __version__,
         "created_by": created_by if created_by is not None else " ".join(sys.argv),
+        **(extra_meta or {}),
     }
     return make_recording(pairs, meta)
 
@@ -101,7 +112,7 @@ def frame_samples(session: Session, model: Model, frames: Any,
 def default_gate(recording: Recording, backend: str, min_cosine: float | None = None,
                  max_rel_l2: float | None = None) -> Gate:
     """The FP16 gate when the recording or ``backend`` has the board's numerics, else FP32's."""
-    fp16 = recording.board_numerics or backend in BOARD_NUMERICS
+    fp16 = board_numerics(recording, backend)
     if min_cosine is None:
         min_cosine = DEFAULT_FP16_MIN_COSINE if fp16 else DEFAULT_MIN_COSINE
     return Gate(min_cosine, max_rel_l2)

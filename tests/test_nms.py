@@ -56,6 +56,17 @@ def test_iou_exactly_at_the_threshold_is_kept():
     assert nms(boxes, [0.9, 0.8], 0.3).tolist() == [0]
 
 
+@pytest.mark.parametrize("tile", [512, 1])
+def test_iou_on_the_threshold_itself_is_kept(monkeypatch, tile):
+    """[0, 0, 10, 5] inside [0, 0, 10, 10]: IoU 50 / 100 = 0.5 exactly, in float32 too; a box
+    goes only when its IoU is above the threshold. Tile 1 takes the kept-vs-candidates path."""
+    monkeypatch.setattr(nms_module, "TILE", tile)
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 5]], np.float32)
+    assert nms(boxes, [0.9, 0.8], 0.5).tolist() == [0, 1]
+    assert nms(boxes, [0.9, 0.8], 0.5, np.array([3, 3])).tolist() == [0, 1]
+    assert nms(boxes, [0.9, 0.8], np.nextafter(np.float32(0.5), np.float32(0))).tolist() == [0]
+
+
 def test_a_chain_resolves_greedily():
     # A suppresses B; B would have suppressed C, but B is gone, so C stays.
     boxes = np.array([[0, 0, 10, 10], [4, 0, 14, 10], [8, 0, 18, 10]], float)

@@ -11,7 +11,7 @@ Layout (``<name>-<version>/``)::
     spec.json                  the validated spec
     models/<name>/             the BUILD_DIR (model.onnx, compile.sh, model.om where ATC ran,
                                manifest.json with "app", ...), metadata.json for the app,
-                               golden.npz + golden.json, reports/{optimize,fp16}.json
+                               golden.npz (a recording), reports/{optimize,fp16}.json
     opp/                       the custom-op package project (when a model needs it)
     app/                       edgefuse-<v>-py3-none-any.whl, config.yaml, apps/ (the wrappers)
     systemd/<service>.service, env/<service>.env

@@ -16,10 +16,11 @@ from edgefuse.bundle import service
 from edgefuse.bundle.archive import copy_file, write_bundle_manifest, write_file
 from edgefuse.bundle.cache import Entry
 from edgefuse.bundle.digests import tool_versions
-from edgefuse.bundle.golden import GOLDEN_JSON, GOLDEN_NPZ
+from edgefuse.bundle.golden import GOLDEN_NPZ
 from edgefuse.bundle.spec import BuildSpec, ModelSpec
 from edgefuse.bundle.stages import BUILD_FOLDER, ModelBuild
 from edgefuse.manifest import read_manifest
+from edgefuse.reference.recording import FORMAT as RECORDING_FORMAT
 
 
 def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheel: Entry,
@@ -82,7 +83,7 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
             copy_file(compiled.path(name), bundle, f"{folder}/{inner}")
     golden = build.entries["golden"]
     host_onnx = golden.info["host_onnx"]
-    for name in (GOLDEN_NPZ, GOLDEN_JSON, *([host_onnx] if host_onnx else [])):
+    for name in (GOLDEN_NPZ, *([host_onnx] if host_onnx else [])):
         copy_file(golden.path(name), bundle, f"{folder}/{name}")
     copy_file(build.entries["optimize"].path("optimize.json"), bundle,
               f"{folder}/reports/optimize.json")
@@ -102,7 +103,7 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "aipp": manifest.preprocess.to_json() if manifest.preprocess is not None else None,
         "soc": manifest.soc,
         "compiled": compiled_as,
-        "golden": {"npz": GOLDEN_NPZ, "record": GOLDEN_JSON,
+        "golden": {"npz": GOLDEN_NPZ, "format": RECORDING_FORMAT,
                    "backend": build.entries["golden"].info["backend"]},
         "gates": {k: model.verify[k] for k in ("optimize_min_cosine", "fp16_min_cosine",
                                                "max_rel_l2")},

@@ -10,10 +10,11 @@ FP32 candidate (ATC's default force_fp16).
 graph order, with the worst layers marked; --task scores the candidate's decisions against the
 reference's (top-1/top-5 agreement, AP50 and AP50:95, mean IoU).
 
---against OUT.npz MODEL|BUILD_DIR instead runs the inputs of a recording (`edgefuse run --record`)
-on the model, opened on --backend as `run` opens it, and gates its outputs against the recorded
-ones: cosine >= 0.999 when the recording or the backend has the board's FP16 numerics (acl, sim),
-0.99999 otherwise.
+--against OUT.npz MODEL|BUILD_DIR instead runs the inputs of a recording (`edgefuse run --record`,
+or a bundle's models/<name>/golden.npz: the same format) on the model, opened on --backend as
+`run` opens it, and gates its outputs against the recorded ones: cosine >= 0.999 when the
+recording or the backend has the board's FP16 numerics (acl, sim, or FP16 outputs), 0.99999
+otherwise.
 
 Examples:
   edgefuse verify net.onnx net.fp16.onnx --per-layer --json layers.json --plot layers.png
@@ -21,6 +22,7 @@ Examples:
   edgefuse verify net.onnx net.onnx --emulate-fp16 --per-layer
   edgefuse verify --against golden.npz build/ --backend acl     # on the board, host goldens
   edgefuse verify --against board.npz build/ --backend sim      # on a laptop, board goldens
+  edgefuse verify --against models/det/golden.npz models/det    # a bundle's golden
 """
 
 from __future__ import annotations

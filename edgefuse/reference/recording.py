@@ -13,10 +13,18 @@ Format ``edgefuse-recording/1``, a plain ``numpy.savez`` file (no pickles)::
     output/<sample>/<name>   the array output <name> gave
     meta                     JSON text: {"format", "backend", "soc", "build": {"path",
                              "manifest_sha256", "soc"} | null, "edgefuse_version", "created_by",
-                             "samples", "inputs", "outputs"}
+                             "samples", "inputs", "outputs"}, plus "seed" in a bundle's golden
+                             and "converted_from" in one read from the old golden pair
 
 The sample index comes before the name, so tensor names holding ``/`` survive. Loading checks the
-format, every sample's names against ``meta`` and refuses pickled arrays.
+format, every sample's names against ``meta`` and refuses pickled arrays. The same file is a
+bundle's golden (``models/<name>/golden.npz``, written with fixed zip times by
+``edgefuse.bundle.golden``; its meta adds the ``seed`` of its inputs).
+
+Bundles built before this format carry ``golden.npz`` (``input/<name>``, ``output/<name>``, one
+sample, no ``meta``) with a JSON twin ``golden.json`` (``"format": "edgefuse-golden/1"``, backend,
+soc, the build's manifest sha256, edgefuse version, seed): ``load_recording`` reads that pair as a
+one-sample recording, so an installed bundle still verifies.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import json
 import os
 import zipfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +44,8 @@ from edgefuse.errors import InputError, Ref
 
 FORMAT = "edgefuse-recording/1"
 META_KEY = "meta"
+# The bundle golden's format before the recording took its place: an .npz and a JSON twin.
+LEGACY_GOLDEN_FORMAT = "edgefuse-golden/1"
 # Backends whose outputs carry the board's FP16 numerics: a comparison with them takes the FP16
 # gate.
 BOARD_NUMERICS = frozenset({"acl", "sim"})
@@ -90,15 +101,26 @@ class Recording:
         return (f"{len(self.samples)} sample(s) recorded on {self.backend}{where}{build}, "
                 f"edgefuse {self.meta.get('edgefuse_version')}")
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the .npz atomically (nothing half-written on failure)."""
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The .npz entries: ``meta`` and every sample's ``input/<i>/<name>``,
+        ``output/<i>/<name>`` (for writers that fix the zip's bytes, like a bundle's golden)."""
         arrays: dict[str, np.ndarray] = {META_KEY: np.array(json.dumps(self.meta, indent=1))}
         for index, sample in enumerate(self.samples):
             arrays.update({f"input/{index}/{n}": np.asarray(a) for n, a in sample.inputs.items()})
             arrays.update({f"output/{index}/{n}": np.asarray(a)
                            for n, a in sample.outputs.items()})
+        return arrays
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the .npz atomically (nothing half-written on failure)."""
         with atomic_output(path, suffix=".npz") as tmp:
-            np.savez(tmp, **arrays)
+            np.savez(tmp, **self.arrays())
+
+
+def board_numerics(recording: Recording, backend: str) -> bool:
+    """Whether a replay of ``recording`` on ``backend`` compares FP16 numerics on either side:
+    the gate every replay (``verify --against``, the pytest kit) takes from it."""
+    return recording.board_numerics or backend in BOARD_NUMERICS
 
 
 def make_recording(samples: Sequence[tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]],
@@ -128,6 +150,9 @@ def load_recording(path: str | os.PathLike[str] | Recording) -> Recording:
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise _bad(path, f"it is not a readable .npz ({exc})") from exc
     if META_KEY not in arrays:
+        legacy = _legacy_golden_record(path)
+        if legacy is not None:
+            return _legacy_golden(path, arrays, legacy)
         raise _bad(path, f"it has no '{META_KEY}' entry (an .npz of inputs, not a recording?)")
     try:
         meta = json.loads(str(arrays.pop(META_KEY)))
@@ -150,6 +175,43 @@ def load_recording(path: str | os.PathLike[str] | Recording) -> Recording:
                              f"outputs {names['output']} its meta lists")
         samples.append(Sample(*({n: found[kind][n] for n in names[kind]} for kind in names)))
     return Recording(tuple(samples), meta)
+
+
+def _legacy_golden_record(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The ``edgefuse-golden/1`` JSON twin of ``path`` (same stem, ``.json``), if there is one."""
+    twin = Path(path).with_suffix(".json")
+    try:
+        record = json.loads(twin.read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError, json.JSONDecodeError):
+        return None  # no twin, or a file of someone else's next to an .npz: not a golden
+    except OSError as exc:
+        raise _bad(path, f"its twin {twin.name} cannot be read ({exc})") from exc
+    if not isinstance(record, dict) or record.get("format") != LEGACY_GOLDEN_FORMAT:
+        return None
+    return record
+
+
+def _legacy_golden(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray],
+                   record: dict[str, Any]) -> Recording:
+    """A one-sample recording from a bundle golden written before ``FORMAT`` (see the module
+    docstring); its meta says what it was converted from."""
+    names = {kind: record.get(f"{kind}s") for kind in ("input", "output")}
+    if not all(isinstance(v, dict) for v in names.values()):
+        raise _bad(path, f"its {LEGACY_GOLDEN_FORMAT} twin does not list inputs and outputs")
+    found = {kind: _sample_arrays(arrays, f"{kind}/") for kind in names}
+    if any(set(found[kind]) != set(names[kind]) for kind in names):
+        raise _bad(path, f"it does not hold the inputs {sorted(names['input'])} and outputs "
+                         f"{sorted(names['output'])} its {LEGACY_GOLDEN_FORMAT} twin lists")
+    sample = Sample(*({n: found[kind][n] for n in names[kind]} for kind in names))
+    digest = record.get("build")
+    meta = {"format": FORMAT, "converted_from": LEGACY_GOLDEN_FORMAT,
+            "backend": record.get("backend"), "soc": record.get("soc"),
+            "build": {"path": None, "manifest_sha256": digest, "soc": record.get("soc")}
+            if isinstance(digest, str) else None,
+            "edgefuse_version": record.get("edgefuse_version"), "created_by": "edgefuse build",
+            "seed": record.get("seed"), "samples": 1,
+            "inputs": list(sample.inputs), "outputs": list(sample.outputs)}
+    return Recording((sample,), meta)
 
 
 def _sample_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:

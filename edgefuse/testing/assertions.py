@@ -29,7 +29,7 @@ from edgefuse.goldens import replay_inputs
 from edgefuse.metrics.detect import Detections, box_iou
 from edgefuse.metrics.segment import confusion, mean_iou
 from edgefuse.reference.compare import compare_arrays
-from edgefuse.reference.recording import BOARD_NUMERICS, Recording, load_recording
+from edgefuse.reference.recording import Recording, board_numerics, load_recording
 from edgefuse.session import Session
 from edgefuse.vision.segment.decode import Segmentation
 
@@ -150,7 +150,7 @@ def assert_replays(session: Session, recording: Recording | str, *,
     match the recorded ones; FP16 gate when the recording or the session has board numerics."""
     golden = load_recording(recording)
     produced = replay_inputs(golden, session)
-    fp16 = golden.board_numerics or session.backend in BOARD_NUMERICS
+    fp16 = board_numerics(golden, session.backend)
     assert_outputs_close(produced, golden.outputs, min_cosine=min_cosine,
                          max_abs_error=max_abs_error, fp16=fp16,
                          what=f"{session.backend} outputs on {golden.describe()}")

@@ -3,6 +3,7 @@ exit 2, a diagnostic, no traceback."""
 
 from __future__ import annotations
 
+import _thread
 import json
 import re
 import subprocess
@@ -149,3 +150,60 @@ def test_a_failing_stage_still_prints_the_summary(monkeypatch, detector_onnx, cl
     err = capsys.readouterr().err
     assert "RuntimeError: decode bug" in err and "0 frames in" in err
     assert [t.name for t in threading.enumerate() if t.name.startswith("edgefuse-")] == []
+
+
+def _red_right_half(folder: Path) -> Path:
+    """One 20 x 30 image: black left half, red (R = 220) right half; red_mask_model's sigmoid
+    there is sigmoid(220 / 255 - 0.5) = 0.59."""
+    folder.mkdir()
+    frame = np.zeros((20, 30, 3), np.uint8)
+    frame[:, 15:, 2] = 220
+    cv2.imwrite(str(folder / "a.png"), frame)
+    return folder
+
+
+def _segment(tmp_path, name, *extra):
+    out = tmp_path / name
+    code = main(["segment", "--model", str(tmp_path / "mask.onnx"), "--source",
+                 str(tmp_path / "images"), "--save", str(out), "--jsonl", f"{out}.jsonl",
+                 "--class-names", "red", *QUIET, *extra])
+    assert code == 0
+    record = json.loads(Path(f"{out}.jsonl").read_text().splitlines()[0])
+    return record["pixels"], cv2.imread(str(out / "a.jpg"))
+
+
+def test_segment_threshold_and_background_reach_the_segmenter(tmp_path):
+    _red_right_half(tmp_path / "images")
+    onnx.save(red_mask_model(), tmp_path / "mask.onnx")
+    pixels, drawn = _segment(tmp_path, "default")
+    assert pixels == {"background": 300, "red": 300}
+    assert drawn[2:-2, 18:-2, 2].mean() < 200  # the red class is tinted by the overlay
+    pixels, _ = _segment(tmp_path, "strict", "--threshold", "0.65")  # above 0.59: no red
+    assert pixels == {"background": 600}
+    pixels, drawn = _segment(tmp_path, "inverted", "--background", "1")
+    assert pixels == {"background": 300, "red": 300}  # names stay; only the drawing changes
+    assert abs(drawn[2:-2, 18:-2, 2].mean() - 220) < 6  # class 1 is background: left as it is
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_ctrl_c_exits_130_after_the_summary(monkeypatch, detector_onnx, tmp_path, capsys,
+                                            serial):
+    """Ctrl-C (SIGINT's KeyboardInterrupt in the main thread) while frame 3 is decoded."""
+    write_clip(tmp_path / "long.mp4", frames=60)
+    decode = Detector.postprocess
+    seen = []
+
+    def interrupting(self, outputs, geometry):
+        seen.append(1)
+        if len(seen) == 3:
+            _thread.interrupt_main()
+        return decode(self, outputs, geometry)
+
+    monkeypatch.setattr(Detector, "postprocess", interrupting)
+    code = main(["detect", "--model", str(detector_onnx), "--source", str(tmp_path / "long.mp4"),
+                 *(["--serial"] if serial else []), *QUIET])
+    captured = capsys.readouterr()
+    assert code == 130, captured.out + captured.err
+    # "stopped: interrupted" on stdout, or "interrupted" on stderr when the interrupt escapes
+    # Pipeline.run (the race of issue 19 section 4, fixed elsewhere): 130 either way
+    assert "interrupted" in captured.out + captured.err and len(seen) < 60

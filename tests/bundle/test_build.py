@@ -20,10 +20,14 @@ from edgefuse.bundle.archive import write_bundle_manifest
 from edgefuse.bundle.builder import build
 from edgefuse.bundle.bundle_check import verify_bundle
 from edgefuse.bundle.cache import Cache
+from edgefuse.bundle.golden import check_golden
 from edgefuse.cli.main import main
 from edgefuse.errors import EdgefuseError
 from edgefuse.manifest import file_sha256
 from edgefuse.reference.onnx_runner import run_onnx
+from edgefuse.reference.recording import load_recording, make_recording
+from edgefuse.runtime import open_session
+from edgefuse.testing import assert_replays
 from tests.bundle.models import silu_head, write_spec
 
 pytestmark = pytest.mark.ort
@@ -42,7 +46,7 @@ def test_the_bundle_has_every_part_a_board_needs(small_build):
     for model in ("seg", "cls"):
         folder = bundle / "models" / model
         for name in ("model.onnx", "compile.sh", "manifest.json", "metadata.json", "golden.npz",
-                     "golden.json", "reports/optimize.json", "reports/fp16.json"):
+                     "reports/optimize.json", "reports/fp16.json"):
             assert (folder / name).is_file(), f"{model}/{name}"
     manifest = _manifest(bundle)
     assert manifest["bundle"]["id"] == "small-1.0.0"
@@ -65,16 +69,20 @@ def test_the_bundle_has_every_part_a_board_needs(small_build):
 def test_the_golden_recording_is_what_the_board_computes(small_build):
     """Recorded on the simulated board: the model's outputs to FP16 accuracy, FP16 values."""
     folder = small_build.bundle / "models" / "cls"
-    with np.load(folder / "golden.npz") as data:
-        inputs = {"input": data["input/input"]}
-        recorded = data["output/scores"]
-    expected = run_onnx(onnx.load(str(folder / "model.onnx")), inputs)["scores"]
+    golden = load_recording(folder / "golden.npz")  # the format `edgefuse run --record` writes
+    [sample] = golden.samples
+    recorded = sample.outputs["scores"]
+    expected = run_onnx(onnx.load(str(folder / "model.onnx")), sample.inputs)["scores"]
     np.testing.assert_allclose(recorded, expected, rtol=2e-3, atol=1e-4)
     assert not np.array_equal(recorded, expected)
     np.testing.assert_array_equal(recorded, recorded.astype(np.float16).astype(recorded.dtype))
-    record = json.loads((folder / "golden.json").read_text())
-    assert record["backend"] == "sim" and record["soc"] == "Ascend310B4"
-    assert record["build"] == file_sha256(folder / "manifest.json")
+    assert golden.meta["format"] == "edgefuse-recording/1" and golden.meta["seed"] == 0
+    assert golden.backend == "sim" and golden.soc == "Ascend310B4"
+    assert golden.meta["build"] == {"path": ".", "soc": "Ascend310B4",
+                                    "manifest_sha256": file_sha256(folder / "manifest.json")}
+    assert golden.meta["created_by"] == "edgefuse build"
+    assert json.loads((folder / "metadata.json").read_text())["golden"] == {
+        "npz": "golden.npz", "format": "edgefuse-recording/1", "backend": "sim"}
 
 
 def test_the_service_files_run_the_app_from_the_installed_bundle(small_build):
@@ -280,16 +288,66 @@ def test_bundle_verify_fails_a_model_that_no_longer_matches_its_golden(small_bui
     golden = bundle / "models/cls/golden.npz"
     with np.load(golden) as data:
         arrays = {k: data[k] for k in data.files}
-    arrays["output/scores"] = -arrays["output/scores"]
+    arrays["output/0/scores"] = -arrays["output/0/scores"]
     np.savez(golden, **arrays)
-    manifest = bundle / "MANIFEST.json"  # re-sign, so that only the numbers disagree
+    _resign(bundle)  # so that only the numbers disagree
+    assert main(["bundle", "verify", str(bundle), "--backend", "cpu"]) == 1
+    assert "error[golden-mismatch]: cls" in capsys.readouterr().err
+
+
+def _resign(bundle):
+    """Rewrite MANIFEST.json with the digests of the files as they are now."""
+    manifest = bundle / "MANIFEST.json"
     data = json.loads(manifest.read_text())
-    data["files"]["models/cls/golden.npz"] = file_sha256(golden)
+    files = {p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()}
+    data["files"] = {name: file_sha256(bundle / name) for name in sorted(files - {"MANIFEST.json"})}
     record = {k: v for k, v in data.items() if k not in ("format", "manifest_sha256", "files")}
     manifest.unlink()
     write_bundle_manifest(bundle, record)
-    assert main(["bundle", "verify", str(bundle), "--backend", "cpu"]) == 1
-    assert "error[golden-mismatch]: cls" in capsys.readouterr().err
+    return data["files"]
+
+
+def _as_legacy_golden(golden, *, backend="sim"):
+    """Rewrite a golden.npz as bundles before the recording format carried it: input/<name>,
+    output/<name> and a golden.json twin (edgefuse-golden/1), written out here by hand."""
+    recording = load_recording(golden)
+    [sample] = recording.samples
+    np.savez(golden, **{f"input/{k}": v for k, v in sample.inputs.items()},
+             **{f"output/{k}": v for k, v in sample.outputs.items()})
+    golden.with_suffix(".json").write_text(json.dumps({
+        "format": "edgefuse-golden/1", "backend": backend, "soc": "Ascend310B4",
+        "build": file_sha256(golden.parent / "manifest.json"), "edgefuse_version": "0.1.0",
+        "seed": 0,
+        "inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.name}
+                   for k, v in sample.inputs.items()},
+        "outputs": {k: {"shape": list(v.shape), "dtype": v.dtype.name}
+                    for k, v in sample.outputs.items()}}, indent=2))
+    return sample
+
+
+def test_a_bundle_with_the_old_golden_pair_still_verifies(small_build, tmp_path):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(small_build.bundle, bundle)
+    samples = {name: _as_legacy_golden(bundle / f"models/{name}/golden.npz")
+               for name in ("seg", "cls")}
+    assert "models/cls/golden.json" in _resign(bundle)
+    report = verify_bundle(bundle, backends=("cpu",))
+    assert report.passed and {c.recorded_on for c in report.models.values()} == {"sim"}
+    legacy = load_recording(bundle / "models/cls/golden.npz")
+    assert legacy.backend == "sim" and legacy.meta["converted_from"] == "edgefuse-golden/1"
+    assert legacy.build_sha256 == file_sha256(bundle / "models/cls/manifest.json")
+    np.testing.assert_array_equal(legacy.outputs[0]["scores"], samples["cls"].outputs["scores"])
+
+
+def test_an_old_golden_whose_arrays_disagree_with_its_twin_is_refused(small_build, tmp_path):
+    folder = tmp_path / "cls"
+    shutil.copytree(small_build.bundle / "models/cls", folder)
+    _as_legacy_golden(folder / "golden.npz")
+    with np.load(folder / "golden.npz") as data:
+        arrays = {k.replace("output/scores", "output/logits"): data[k] for k in data.files}
+    np.savez(folder / "golden.npz", **arrays)
+    with pytest.raises(EdgefuseError, match="does not hold the inputs .* its edgefuse-golden/1"):
+        load_recording(folder / "golden.npz")
 
 
 OPS_SPEC = """\
@@ -329,3 +387,77 @@ def test_a_model_with_custom_ops_brings_the_op_package_and_its_environment(tmp_p
     other = build(_ops_spec(tmp_path / "b"), tmp_path / "out2", cache_dir=tmp_path / "c2",
                   progress=False)
     assert other.archive_sha256 == outcome.archive_sha256
+
+
+def test_changing_a_models_opset_misses_the_convert_cache(small_build, tmp_path):
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(small_build.spec_dir, spec_dir)
+    spec = spec_dir / "spec.yaml"
+    spec.write_text(spec.read_text().replace("source: models/cls.onnx\n",
+                                             "source: models/cls.onnx\n    opset: 17\n"))
+    changed = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert not changed.models["cls"]["convert"]["cached"]
+    assert changed.models["seg"]["convert"]["cached"]
+
+
+def _with_cosine(array, cosine, seed=0):
+    """``array`` plus noise orthogonal to it, scaled so that the cosine to ``array`` is
+    ``cosine``: 1 / sqrt(1 + r^2) for a noise of relative norm r."""
+    flat = array.astype(np.float64).reshape(-1)
+    noise = np.random.default_rng(seed).standard_normal(flat.size)
+    noise -= flat * (noise @ flat) / (flat @ flat)
+    noise *= np.sqrt(1 / cosine**2 - 1) * np.linalg.norm(flat) / np.linalg.norm(noise)
+    return (flat + noise).reshape(array.shape).astype(array.dtype)
+
+
+def test_a_golden_at_cosine_0_9995_fails_its_own_backend_and_passes_another(small_build,
+                                                                           tmp_path):
+    """The golden was recorded on sim: replayed on sim it must reproduce to 0.99999; on cpu it
+    is held to the model's FP16 gate, 0.999."""
+    folder = tmp_path / "cls"
+    shutil.copytree(small_build.bundle / "models/cls", folder)
+    golden = load_recording(folder / "golden.npz")
+    moved = [(s.inputs, {n: _with_cosine(a, 0.9995) for n, a in s.outputs.items()})
+             for s in golden.samples]
+    make_recording(moved, golden.meta).save(folder / "golden.npz")
+    same = check_golden(folder, folder / "golden.npz", ("sim",), 0.999)
+    assert same.recorded_on == same.backend == "sim" and same.min_cosine == 0.99999
+    assert not same.passed and 0.999 < same.outputs[0].cosine < 0.9996
+    other = check_golden(folder, folder / "golden.npz", ("cpu",), 0.999)
+    assert other.backend == "cpu" and other.min_cosine == 0.999
+    assert other.passed and 0.999 < other.outputs[0].cosine < 0.9996
+
+
+def test_a_bundles_golden_replays_with_verify_against_and_the_pytest_kit(small_build, capsys):
+    """One format: the golden `build` records is what `verify --against` and assert_replays
+    read; the build it names is the bundle's (no "another build" note)."""
+    folder = small_build.bundle / "models/seg"
+    golden = folder / "golden.npz"
+    assert main(["verify", "--against", str(golden), str(folder), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("against: 1 sample(s) recorded on sim (Ascend310B4), build ")
+    assert "note:" not in out
+    with open_session(folder, backends="sim") as session:
+        assert_replays(session, golden)
+
+
+def test_a_renamed_calibration_file_misses_the_cache(small_build, tmp_path):
+    """A folder's key is its file names and contents: the same bytes under another name are
+    another folder (a content-only digest would hit the cache)."""
+    spec_dir = tmp_path / "spec"
+    shutil.copytree(small_build.spec_dir, spec_dir)
+    calibration = spec_dir / "calib"
+    calibration.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("a.npz", "b.npz"):
+        np.savez(calibration / name, input=rng.standard_normal((1, 3, 16, 16)).astype(np.float32))
+    spec = spec_dir / "spec.yaml"
+    spec.write_text(spec.read_text().replace("verify: {samples: 1}\n",
+                                             "verify: {samples: 1, calibration: calib}\n"))
+    cache = tmp_path / "cache"
+    first = build(spec, tmp_path / "out", cache_dir=cache, progress=False)
+    assert not first.models["cls"]["optimize"]["cached"]
+    (calibration / "b.npz").rename(calibration / "c.npz")
+    again = build(spec, tmp_path / "out2", cache_dir=cache, progress=False)
+    assert again.models["cls"]["convert"]["cached"] and again.models["seg"]["optimize"]["cached"]
+    assert not again.models["cls"]["optimize"]["cached"]

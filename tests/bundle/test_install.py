@@ -135,6 +135,25 @@ def test_install_sh_refuses_a_tampered_bundle_and_installs_nothing(small_build, 
     assert _state(root) == before
 
 
+def test_a_manifest_edited_outside_its_file_list_fails_its_own_digest(small_build, tmp_path,
+                                                                     root):
+    """Only MANIFEST.json's self-digest can see this: every file still matches its listed
+    digest, the list is whole, the JSON valid; the service would just run as root."""
+    bundle = tmp_path / TOP
+    shutil.copytree(small_build.bundle, bundle)
+    manifest = bundle / "MANIFEST.json"
+    text = manifest.read_text()
+    assert text.count('"user": "HwHiAiUser"') == 1
+    manifest.write_text(text.replace('"user": "HwHiAiUser"', '"user": "root"'))
+    with pytest.raises(InputError, match=r"MANIFEST.json was modified \(its digest does not "
+                                         r"match\)"):
+        verify_tree(bundle)
+    done = _install(small_build.install_sh, root, str(bundle))
+    assert done.returncode == 2
+    assert "MANIFEST.json was modified (its digest does not match)" in done.stderr, done.stderr
+    assert _state(root) == {"etc": "dir", "etc/systemd": "dir", "etc/systemd/system": "dir"}
+
+
 @pytest.mark.parametrize("change", ["extra", "missing", "symlink"])
 def test_unlisted_missing_and_linked_files_are_refused(small_build, tmp_path, root, change):
     bundle = tmp_path / TOP
@@ -142,7 +161,7 @@ def test_unlisted_missing_and_linked_files_are_refused(small_build, tmp_path, ro
     if change == "extra":
         (bundle / "models/seg/extra.bin").write_bytes(b"x")
     elif change == "missing":
-        (bundle / "models/cls/golden.json").unlink()
+        (bundle / "models/cls/golden.npz").unlink()
     else:
         (bundle / "models/seg/link").symlink_to("/etc/passwd")
     done = _install(small_build.install_sh, root, str(bundle))

@@ -69,18 +69,46 @@ def _fp16(values) -> np.ndarray:
 # --- I/O: exactly the manifest's -------------------------------------------------------------
 
 def test_specs_and_layouts_are_the_manifests(tmp_path):
+    """conv_net, written out by hand: x [1, 3, 8, 8] NCHW -> logits [1, 5], features [1, 4]."""
     build = _build(tmp_path, conv_net())
-    manifest = read_manifest(build)
+    f32 = np.dtype(np.float32)
     with open_session(build, backends="sim") as session:
         assert session.backend == "sim" and session.soc == "Ascend310B4"
-        assert list(session.inputs) == [TensorSpec(e.name, e.shape, np.dtype(e.dtype))
-                                        for e in manifest.inputs]
-        assert list(session.outputs) == [TensorSpec(e.name, e.shape, np.dtype(e.dtype))
-                                         for e in manifest.outputs]
+        assert list(session.inputs) == [TensorSpec("x", (1, 3, 8, 8), f32)]
+        assert list(session.outputs) == [TensorSpec("logits", (1, 5), f32),
+                                         TensorSpec("features", (1, 4), f32)]
         assert session.layouts == {"x": "NCHW", "logits": None, "features": None}
         outputs = session.run({"x": np.ones((1, 3, 8, 8), np.float32)})
         assert {n: (a.dtype, a.shape) for n, a in outputs.items()} == {
             "logits": (np.float32, (1, 5)), "features": (np.float32, (1, 4))}
+
+
+@pytest.mark.standin
+@pytest.mark.parametrize("feed", [np.zeros((1, 3, 8, 8), np.float64),
+                                  np.zeros((1, 3, 8, 8), np.int32),
+                                  np.zeros((1, 3, 9, 8), np.float32),
+                                  np.zeros((3, 8, 8), np.float32)],
+                         ids=["float64", "int32", "height", "rank"])
+def test_a_wrong_dtype_or_shape_raises_the_boards_input_error(tmp_path, standin, feed):
+    from acl_standin import FakeOm, FakeTensor
+
+    build = _build(tmp_path, conv_net())
+    f32 = np.dtype(np.float32)
+    om = FakeOm(inputs=[FakeTensor("x", (1, 3, 8, 8), f32)],
+                outputs=[FakeTensor("logits", (1, 5), f32), FakeTensor("features", (1, 4), f32)],
+                compute=lambda f: [np.zeros((1, 5)), np.zeros((1, 4))])
+    (tmp_path / "board").mkdir()
+    board_om = standin.register_model(tmp_path / "board" / "model.om", om)
+    errors = []
+    with AclSession(board_om) as board, open_session(build, backends="sim") as sim:
+        for session in (board, sim):
+            with pytest.raises(InputError, match="input 'x'") as caught:
+                session.run({"x": feed})
+            errors.append(caught.value)
+    board_error, sim_error = errors
+    assert type(board_error) is type(sim_error)
+    assert (board_error.message, board_error.reference) == (sim_error.message,
+                                                            sim_error.reference)
 
 
 def test_outputs_are_fp32_by_default_and_fp16_with_output_type_fp16(tmp_path):
@@ -261,6 +289,34 @@ def test_an_aipp_frame_on_sim_matches_numpy_preprocessing_on_cpu(tmp_path, input
     if yuv:  # ... and without that allowance the CSC's truncation shows
         with pytest.raises(AssertionError, match="output 'logits': max abs error"):
             assert_outputs_close(got, expected, fp16=True)
+
+
+def _identity(size: int = 8) -> onnx.ModelProto:
+    graph = oh.make_graph([oh.make_node("Identity", ["x"], ["y"], name="same")], "same",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, size, size])])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", OPSET)],
+                         ir_version=IR_VERSION)
+
+
+def test_the_aipp_output_reaches_the_network_in_fp16_on_sim_only(tmp_path):
+    """AIPP hands the AI Core FP16 whatever the precision mode: an FP32-exact build of an
+    identity shows the normalised frame, every value an FP16 number on sim and within FP16
+    rounding of (pixel - mean) / std computed here; the cpu backend keeps float32."""
+    from edgefuse.acl.build.aipp import AippSpec
+
+    spec = AippSpec.from_dict({"input_format": "RGB888", "source_size": [8, 8],
+                               "mean": list(MEAN), "std": list(STD)})
+    build = _build(tmp_path, _identity(), aipp=spec, precision="must_keep_origin_dtype")
+    frame = np.random.default_rng(0).integers(0, 256, (1, 8, 8, 3), dtype=np.uint8)
+    expected = _normalized(frame[0].astype(np.float32))
+    with open_session(build, backends="sim") as sim, open_session(build, backends="cpu") as cpu:
+        assert sim.numerics.exact
+        on_sim, on_cpu = sim.run({"x": frame})["y"], cpu.run({"x": frame})["y"]
+    np.testing.assert_array_equal(on_sim, _fp16(on_sim))
+    np.testing.assert_allclose(on_sim, expected, rtol=1e-3, atol=1e-3)
+    assert not np.array_equal(on_cpu, _fp16(on_cpu))
+    np.testing.assert_allclose(on_cpu, expected, rtol=1e-5, atol=1e-5)
 
 
 # --- gears ---------------------------------------------------------------------------------------

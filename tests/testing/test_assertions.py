@@ -94,6 +94,18 @@ def test_the_max_abs_gate_scales_with_the_reference():
     assert OutputGate.default(fp16=False, max_abs_error=0.5).limit(np.array([1e6])) == 0.5
 
 
+def test_the_max_abs_limit_comes_from_the_expected_values_not_the_actual():
+    """FP16 gate: 1e-2 x max|expected|. An actual peak of 100 against an expected 99 is 1.0 off,
+    over 0.99 (the expected's limit) though within 1.0 (what the actual's peak would allow); the
+    other way round, 99 against 100 is within the expected's 1.0."""
+    ones = np.ones(64, np.float32)
+    high, low = ones.copy(), ones.copy()
+    high[0], low[0] = 100.0, 99.0
+    with pytest.raises(AssertionError, match=r"output 'y': max abs error 1 > 0\.99;"):
+        assert_outputs_close({"y": high}, {"y": low}, fp16=True)
+    assert_outputs_close({"y": low}, {"y": high}, fp16=True)
+
+
 # --- detections --------------------------------------------------------------------------------
 
 def _dets(boxes, classes, scores=None) -> Detections:
@@ -178,3 +190,21 @@ def test_mask_shapes_and_dtypes_are_checked():
         assert_masks_match(MAP[:, 1:], MAP)
     with pytest.raises(TypeError, match="integer class map"):
         assert_masks_match(MAP.astype(np.float32), MAP)
+
+
+def test_one_actual_box_cannot_match_two_expected_boxes():
+    """Two expected boxes of one class, both over IoU 0.5 with a single actual box: one match,
+    the other expected box is missing."""
+    expected = _dets([[0, 0, 10, 10], [0, 0, 10, 9]], [1, 1], [0.9, 0.8])
+    actual = _dets([[0, 0, 10, 10]], [1])
+    with pytest.raises(AssertionError, match=r"1 actual vs 2 expected, 1 matched\n  missing: "
+                                             r"expected #1 class 1 box \[0.0, 0.0, 10.0, 9.0\]"):
+        assert_detections_match(actual, expected)
+
+
+def test_a_box_exactly_at_the_iou_threshold_matches():
+    """[0, 0, 10, 5] inside [0, 0, 10, 10]: IoU 50 / 100 = 0.5 exactly (in binary too)."""
+    expected, actual = _dets([[0, 0, 10, 10]], [0]), _dets([[0, 0, 10, 5]], [0])
+    assert_detections_match(actual, expected, iou=0.5)
+    with pytest.raises(AssertionError, match="0 matched"):
+        assert_detections_match(actual, expected, iou=0.5 + 1e-6)

@@ -118,3 +118,20 @@ def test_scenes_come_from_the_scene_generator(project):
         encoding="utf-8")
     done = _pytest(project, "-k", "test_scenes")
     assert "1 passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_backend_option_reaches_every_fixture(project, monkeypatch):
+    """--edgefuse-backend is the backend of sessions, detectors and segmenters opened without
+    one (default sim); a backend named in the call wins."""
+    (project / "tests" / "test_backend.py").write_text(
+        "import os\n"
+        "def test_backend(edgefuse_session, edgefuse_detector):\n"
+        "    want = os.environ['WANT_BACKEND']\n"
+        "    assert edgefuse_session('build/').backend == want\n"
+        "    assert edgefuse_detector('build/').session.backend == want\n"
+        "    assert edgefuse_session('build/', backend='cpu').backend == 'cpu'\n",
+        encoding="utf-8")
+    for option, want in ((("--edgefuse-backend", "cpu"), "cpu"), ((), "sim")):
+        monkeypatch.setenv("WANT_BACKEND", want)
+        done = _pytest(project, *option, "-k", "test_backend")
+        assert "1 passed" in done.stdout, (option, done.stdout + done.stderr)

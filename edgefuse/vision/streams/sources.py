@@ -360,6 +360,11 @@ class LiveSource(Source):
         if stale:
             self._count("dropped")
 
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` before a reconnect attempt; True when the source was closed meanwhile
+        (a seam: tests check the backoff waits without spending them)."""
+        return self._stop.wait(seconds)
+
     def _reopen(self, policy: Reconnect) -> None:
         """Re-open the device with backoff; raises ``error[source-lost]`` when it gives up."""
         if self._device is not None:
@@ -374,7 +379,7 @@ class LiveSource(Source):
                                  reference=Ref.SOURCE_LOST)
             log.warning("%s: stream dropped; reconnecting in %.1f s (attempt %d%s)", self.name,
                         wait, attempt, f"/{policy.attempts}" if policy.attempts else "")
-            if self._stop.wait(wait):
+            if self._pause(wait):
                 return
             try:
                 self._device = self._opener()

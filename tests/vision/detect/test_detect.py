@@ -92,6 +92,51 @@ def test_yolo_head_rows_past_num_detections_are_ignored():
         decode({"boxes": outputs["boxes"]}, "yolo_head", WIDE)
 
 
+def _disjoint_yolov8(scores):
+    """A yolov8 output [1, 5, N]: one class, N disjoint 4 x 4 boxes with these scores."""
+    out = np.zeros((1, 5, len(scores)), np.float32)
+    out[0, 0] = 4 + 8 * np.arange(len(scores))  # cx
+    out[0, 1], out[0, 2], out[0, 3] = 4, 4, 4  # cy, w, h
+    out[0, 4] = scores
+    return out
+
+
+def test_more_candidates_than_max_nms_keeps_the_best_scores():
+    out = _disjoint_yolov8([0.3, 0.9, 0.5, 0.8, 0.4])
+    everything = decode({"o": out}, "yolov8", IDENTITY)
+    assert everything.scores.tolist() == pytest.approx([0.9, 0.8, 0.5, 0.4, 0.3])
+    best_two = decode({"o": out}, "yolov8", IDENTITY, DetectOptions(max_nms=2))
+    assert best_two.scores.tolist() == pytest.approx([0.9, 0.8])
+    np.testing.assert_allclose(best_two.boxes, [[10, 2, 14, 6], [26, 2, 30, 6]])
+
+
+def _head(scores, classes):
+    count = len(scores)
+    boxes = np.array([[[4 * i, 0, 4 * i + 2, 2] for i in range(count)]], np.float32)
+    return {"boxes": boxes, "scores": np.array([scores], np.float32),
+            "classes": np.array([classes], np.int32), "num_detections": np.array([count],
+                                                                              np.int32)}
+
+
+def test_yolo_head_drops_a_score_equal_to_conf():
+    result = decode(_head([0.9, 0.25, 0.2500001], [0, 0, 0]), "yolo_head", IDENTITY,
+                    DetectOptions(conf=0.25))
+    assert result.scores.tolist() == pytest.approx([0.9, 0.2500001])
+
+
+def test_yolo_head_keeps_the_classes_asked_for_and_at_most_max_det():
+    outputs = _head([0.9, 0.8, 0.7, 0.6], [2, 0, 2, 1])
+    only_2 = decode(outputs, "yolo_head", IDENTITY, DetectOptions(classes=(2,)))
+    assert only_2.classes.tolist() == [2, 2]
+    assert only_2.scores.tolist() == pytest.approx([0.9, 0.7])
+    np.testing.assert_allclose(only_2.boxes, [[0, 0, 2, 2], [8, 0, 10, 2]])
+    two_classes = decode(outputs, "yolo_head", IDENTITY, DetectOptions(classes=(0, 1)))
+    assert two_classes.classes.tolist() == [0, 1]
+    first_two = decode(outputs, "yolo_head", IDENTITY, DetectOptions(max_det=2))
+    assert first_two.scores.tolist() == pytest.approx([0.9, 0.8])
+    assert first_two.classes.tolist() == [2, 0]
+
+
 @pytest.mark.parametrize("layout", ["yolov8", "yolov5"])
 def test_the_device_head_agrees_with_the_host_decode(layout):
     """edgefuse's YoloHead op (run as its ONNX function) and the host decode, same output."""

@@ -65,3 +65,19 @@ def test_totals_stay_in_constant_memory(monkeypatch):
     assert total.mean_ms == pytest.approx(values.mean() * 1e3)
     assert total.p50_ms == pytest.approx(10.0, abs=2.5)  # a uniform sample of 100
     assert stats._totals["infer"].values.shape == (100,)
+
+
+def test_p95_is_the_95th_percentile_not_the_90th():
+    """1, 2, ..., 100 ms: linear interpolation puts p50 at 50.5 ms and p95 at 95.05 ms (p90 would
+    be 90.1, p99 99.01), in the window and over the run."""
+    clock = Clock()
+    stats = PipelineStats(["infer"], window_s=1000.0, clock=clock)
+    for ms in np.random.default_rng(0).permutation(np.arange(1, 101)):
+        clock.now += 0.01
+        stats.record("infer", ms / 1e3)
+    snapshot = stats.snapshot()
+    for latency in (snapshot.stages["infer"], snapshot.totals["infer"]):
+        assert latency.p50_ms == pytest.approx(50.5)
+        assert latency.p95_ms == pytest.approx(95.05)
+        assert latency.mean_ms == pytest.approx(50.5)
+    assert f"infer 50.5/{95.05:.1f}" in snapshot.line()
