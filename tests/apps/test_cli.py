@@ -16,25 +16,15 @@ import onnx
 import pytest
 
 from edgefuse.cli.main import main
-from edgefuse.model_info import AppInfo, embed
 from edgefuse.vision.detect.detector import Detector
 from tests.needs import optional
-from tests.vision.models import constant_model, red_mask_model, write_clip, yolov8_output
+from tests.vision.models import constant_model, red_mask_model, write_clip
 
 pytestmark = pytest.mark.ort
 
 cv2 = optional("cv2")
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = ["--backend", "cpu", "--threads", "1", "--stats-every", "0"]
-
-
-@pytest.fixture
-def detector_onnx(tmp_path) -> Path:
-    info = AppInfo.from_dict({"task": "detect", "classes": ["circle", "square"],
-                              "postprocess": {"layout": "yolov8"}})
-    path = tmp_path / "detector.onnx"
-    onnx.save(embed(constant_model(yolov8_output()), info), path)
-    return path
 
 
 @pytest.fixture
@@ -166,7 +156,7 @@ def _segment(tmp_path, name, *extra):
     out = tmp_path / name
     code = main(["segment", "--model", str(tmp_path / "mask.onnx"), "--source",
                  str(tmp_path / "images"), "--save", str(out), "--jsonl", f"{out}.jsonl",
-                 "--class-names", "red", *QUIET, *extra])
+                 "--class-names", "red", "--no-legend", *QUIET, *extra])
     assert code == 0
     record = json.loads(Path(f"{out}.jsonl").read_text().splitlines()[0])
     return record["pixels"], cv2.imread(str(out / "a.jpg"))

@@ -21,28 +21,17 @@ import time
 import uuid
 from pathlib import Path
 
-import onnx
 import pytest
 
-from edgefuse.model_info import AppInfo, embed
 from edgefuse.testing.mjpeg import MjpegServer
 from tests.needs import optional
-from tests.vision.models import constant_model, write_clip, yolov8_output
+from tests.vision.models import write_clip
 
 pytestmark = pytest.mark.ort
 
 cv2 = optional("cv2")
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0
-
-
-@pytest.fixture
-def detector_onnx(tmp_path) -> Path:
-    info = AppInfo.from_dict({"task": "detect", "classes": ["circle", "square"],
-                              "postprocess": {"layout": "yolov8"}})
-    path = tmp_path / "detector.onnx"
-    onnx.save(embed(constant_model(yolov8_output()), info), path)
-    return path
 
 
 class App:

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from edgefuse.errors import InputError, Ref
+
 ANCHORS = ("bottom_center", "center")
+
+
+def check_anchor(owner: str, anchor: str) -> None:
+    """Refuse an anchor name that is not one of ``ANCHORS`` (``owner``: "line 'door'")."""
+    if anchor not in ANCHORS:
+        raise InputError(f"{owner}: anchor {anchor!r} is not one of {ANCHORS}",
+                         reference=Ref.BAD_CONFIG)
 
 
 def anchor_points(boxes: np.ndarray, anchor: str) -> np.ndarray:

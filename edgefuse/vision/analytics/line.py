@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.errors import InputError, Ref
-from edgefuse.vision.analytics.anchors import ANCHORS, anchor_points
+from edgefuse.vision.analytics.anchors import anchor_points, check_anchor
 from edgefuse.vision.track.byte_tracker import Tracks
 
 
@@ -45,9 +45,7 @@ class LineCounter:
         if length == 0.0:
             raise InputError(f"line {name!r} has zero length (start and end are both {start})",
                              hint="give two different points", reference=Ref.BAD_CONFIG)
-        if anchor not in ANCHORS:
-            raise InputError(f"line {name!r}: anchor {anchor!r} is not one of {ANCHORS}",
-                             reference=Ref.BAD_CONFIG)
+        check_anchor(f"line {name!r}", anchor)
         if margin < 0:
             raise InputError(f"line {name!r}: margin {margin} is negative",
                              reference=Ref.BAD_CONFIG)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.errors import InputError, Ref
-from edgefuse.vision.analytics.anchors import ANCHORS, anchor_points
+from edgefuse.vision.analytics.anchors import anchor_points, check_anchor
 from edgefuse.vision.analytics.line import _label
 from edgefuse.vision.track.byte_tracker import Tracks
 
@@ -58,9 +58,7 @@ class Zone:
         if area == 0.0:
             raise InputError(f"zone {name!r} has no area (its points are on one line)",
                              reference=Ref.BAD_CONFIG)
-        if anchor not in ANCHORS:
-            raise InputError(f"zone {name!r}: anchor {anchor!r} is not one of {ANCHORS}",
-                             reference=Ref.BAD_CONFIG)
+        check_anchor(f"zone {name!r}", anchor)
         if confirm_frames < 1:
             raise InputError(f"zone {name!r}: confirm_frames must be >= 1",
                              reference=Ref.BAD_CONFIG)
