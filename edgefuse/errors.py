@@ -97,7 +97,8 @@ class Ref(str, enum.Enum):
     UNKNOWN_RULE = "unknown-rule", "an optimize rule id does not exist"
     PROFILE_UNAVAILABLE = (
         "profile-unavailable", "the backend cannot profile here, or the session was not asked to")
-    BAD_PROFILE_FILE = "bad-profile-file", "a profiler's output (ORT JSON, msprof CSV) is unreadable"
+    BAD_PROFILE_FILE = (
+        "bad-profile-file", "a profiler's output (ONNX Runtime JSON, msprof CSV) is unreadable")
     UNKNOWN_TARGET = "unknown-target", "an optimize --target is not a known soc"
     UNSUPPORTED_PRECISION = "unsupported-precision", "quantize supports FP16 only"
     NO_PRECISION = "no-precision", "quantize was not told the target precision"

@@ -53,7 +53,8 @@ class _Observer:
         if status == MatchStatus.CONDITION_FAILED:
             self.stats.reject(ir_node_key(node), match.reason or "the rule's check refused")
         elif status == MatchStatus.REPLACEMENT_FAILED:
-            self.stats.reject(ir_node_key(node), match.reason or "the replacement could not be built")
+            self.stats.reject(ir_node_key(node),
+                              match.reason or "the replacement could not be built")
         elif status == MatchStatus.NO_MATCH and match is not None and match.reason == _OTHER_USES:
             self.stats.reject(ir_node_key(node), _OTHER_USES_REASON)
 

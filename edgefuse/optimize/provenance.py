@@ -6,11 +6,11 @@ a record nobody can tell that it also does the BatchNorm's work, nor what that f
 
 Where it lives, in the model itself so that it travels with the file:
 - each node a rule creates carries ``edgefuse.origin`` (a JSON list of the names of the original
-  nodes it replaces, producers first, expanded through earlier rewrites, so a chain of folds still points at the
-  nodes of the model optimize was given) and ``edgefuse.rules`` (a JSON list of the rule ids that
-  built it, in the order they fired);
-- nodes a rule removed outright (a Dropout, a no-op Reshape: nothing or an Identity left) are listed in the model's
-  ``edgefuse.removed`` metadata: a JSON object original node name -> rule id.
+  nodes it replaces, producers first, expanded through earlier rewrites, so a chain of folds
+  still points at the nodes of the model optimize was given) and ``edgefuse.rules`` (a JSON list
+  of the rule ids that built it, in the order they fired);
+- nodes a rule removed outright (a Dropout, a no-op Reshape: nothing or an Identity left) are
+  listed in the model's ``edgefuse.removed`` metadata: original node name -> rule id (JSON).
 A node without ``edgefuse.origin`` is its own origin. Unnamed nodes are named as the report
 names them: ``<unnamed OP -> FIRST_OUTPUT>``.
 """
