@@ -34,6 +34,7 @@ COMMANDS: tuple[str, ...] = (
     "detect",
     "segment",
     "bench",
+    "profile",
     "rules",
     "verify",
     "doctor",

@@ -118,6 +118,7 @@ def build_report(source: ModelSource, model: onnx.ModelProto, ort_trace: OrtTrac
         model=source.label, backend=backend, runs=len(timed), warmup=warmup, rows=rows,
         wall_us=median([run.wall_us for run in timed]),
         folded_away=[node.key for node in nodes if node.key not in covered],
+        removed=dict(provenance.removed(model)),
         phases=ort_trace.phases, run_events=[run.events for run in timed],
         run_spans=[(run.start_us, run.wall_us) for run in timed],
     )

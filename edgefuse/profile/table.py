@@ -70,6 +70,7 @@ class ProfileReport:
     soc_notes: list[str] = dataclasses.field(default_factory=list)
     soc_sources: list[str] = dataclasses.field(default_factory=list)
     folded_away: list[str] = dataclasses.field(default_factory=list)  # model nodes never run
+    removed: dict[str, str] = dataclasses.field(default_factory=dict)  # by optimize: node -> rule
     notes: list[str] = dataclasses.field(default_factory=list)
     phases: list[tuple[str, float, float]] = dataclasses.field(default_factory=list)
     run_events: list[list[tuple[str, float, float]]] = dataclasses.field(default_factory=list)
@@ -106,7 +107,8 @@ class ProfileReport:
             "soc_notes": self.soc_notes,
             "op_types": [dataclasses.asdict(group) for group in self.by_op_type()],
             "nodes": [row.to_json() for row in self.rows],
-            "folded_away": self.folded_away, "notes": self.notes,
+            "folded_away": self.folded_away, "removed_by_optimize": self.removed,
+            "notes": self.notes,
         }
 
     def render(self, top: int | None = 25) -> str:

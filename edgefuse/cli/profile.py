@@ -1,0 +1,100 @@
+"""Show where a model's time goes: per node and per op type, with FLOPs, bytes, rates, what each
+node of an optimized model came from, and the board's floor (a lower bound) on a SoC.
+
+Host backends run under ONNX Runtime's own profiler; ``--backend acl`` runs the BUILD_DIR on the
+board under CANN's msprof. ``--compare OTHER`` profiles a second model the same way and shows
+time per op type side by side and the time each optimize rule saved.
+
+Examples:
+  edgefuse profile model.onnx --soc Ascend310B4 --trace trace.json
+  edgefuse profile model.onnx --compare model.opt.onnx --runs 30
+  edgefuse profile build/ --backend acl --soc Ascend310B4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from edgefuse._files import check_distinct_outputs, check_output_path, write_text
+from edgefuse.cli._session_args import add_inputs_argument, add_session_arguments, backends_from
+from edgefuse.errors import InputError, Ref
+from edgefuse.profile.board import profile_on_board
+from edgefuse.profile.chrome_trace import write_trace
+from edgefuse.profile.compare import compare
+from edgefuse.profile.roofline import PRECISION_BYTES
+from edgefuse.profile.run import DEFAULT_RUNS, DEFAULT_WARMUP, profile
+from edgefuse.profile.socs import SOC_PEAKS, soc_peaks
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_session_arguments(parser)
+    add_inputs_argument(parser, "inputs to profile on")
+    parser.add_argument("--batch", type=int, metavar="N", help="batch size of random inputs")
+    parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="N",
+                        help=f"timed runs; each node's time is their median (default "
+                             f"{DEFAULT_RUNS})")
+    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP, metavar="N",
+                        help=f"untimed runs first (default {DEFAULT_WARMUP})")
+    parser.add_argument("--soc", metavar="SOC",
+                        help="add the board's floor on this SoC, a lower bound from its "
+                             f"published peaks (SoCs with figures: {', '.join(SOC_PEAKS)})")
+    parser.add_argument("--precision", choices=tuple(PRECISION_BYTES), default="fp16",
+                        help="the precision the board runs at, for the floor (default fp16)")
+    parser.add_argument("--compare", metavar="OTHER",
+                        help="a second model (e.g. after `edgefuse optimize`) to profile and "
+                             "set side by side, with the time each optimize rule saved")
+    parser.add_argument("--trace", metavar="OUT.json",
+                        help="write a Chrome trace-event file (chrome://tracing, Perfetto)")
+    parser.add_argument("--json", metavar="OUT.json", help="write the table(s) as JSON")
+    parser.add_argument("--top", type=int, default=25, metavar="N",
+                        help="nodes to list, slowest first (0: all; default 25)")
+
+
+def run(args: argparse.Namespace) -> int:
+    backends = backends_from(args) if args.backend else ("cpu",)
+    if len(backends) != 1:
+        raise InputError(f"profile runs on one backend, got {', '.join(backends)}",
+                         hint="name one: --backend cpu|cuda|tensorrt|sim|acl",
+                         reference=Ref.BAD_USAGE)
+    backend = backends[0]
+    check_distinct_outputs(trace=args.trace, json=args.json)
+    for path in (args.trace, args.json):  # checked before minutes of profiling, not after
+        if path is not None:
+            check_output_path(path)
+    peaks = soc_peaks(args.soc) if args.soc else None
+    reports = [_profile(args, model, backend, peaks)
+               for model in (args.model, *([args.compare] if args.compare else []))]
+    top = None if args.top == 0 else args.top
+    for report in reports:
+        print(report.render(top=top))
+        print()
+    document: dict = {"profiles": [report.to_json() for report in reports]}
+    if len(reports) == 2:
+        comparison = compare(*reports)
+        print(comparison.render())
+        document["comparison"] = comparison.to_json()
+    if args.trace:
+        write_trace(args.trace, reports)
+        print(f"wrote {args.trace}")
+    if args.json:
+        write_text(args.json, json.dumps(document, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _profile(args: argparse.Namespace, model: str, backend: str, peaks):
+    if backend == "acl":
+        return profile_on_board(model, runs=args.runs, warmup=args.warmup, peaks=peaks,
+                                inputs=args.inputs, device_id=args.device_id)
+    options: dict[str, object] = {}
+    if args.threads is not None:
+        options["threads"] = args.threads
+    if backend in ("cuda", "tensorrt"):
+        options["device_id"] = args.device_id
+    if backend == "sim":
+        options.update({k: v for k, v in (("soc", args.sim_soc), ("memory", args.sim_memory))
+                        if v is not None})
+    return profile(model, backend, inputs=args.inputs, batch=args.batch, runs=args.runs,
+                   warmup=args.warmup, soc=peaks.soc if peaks else None,
+                   precision=args.precision, **options)
