@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from edgefuse._files import check_distinct_outputs, check_output_path, write_text
+from edgefuse._files import check_distinct_outputs, write_text
 from edgefuse.cli._session_args import add_inputs_argument, add_session_arguments, backends_from
 from edgefuse.errors import InputError, Ref
 from edgefuse.profile.board import profile_on_board
@@ -25,6 +25,7 @@ from edgefuse.profile.compare import compare
 from edgefuse.profile.roofline import PRECISION_BYTES
 from edgefuse.profile.run import DEFAULT_RUNS, DEFAULT_WARMUP, profile
 from edgefuse.profile.socs import SOC_PEAKS, soc_peaks
+from edgefuse.profile.table import ProfileReport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,10 +59,7 @@ def run(args: argparse.Namespace) -> int:
                          hint="name one: --backend cpu|cuda|tensorrt|sim|acl",
                          reference=Ref.BAD_USAGE)
     backend = backends[0]
-    check_distinct_outputs(trace=args.trace, json=args.json)
-    for path in (args.trace, args.json):  # checked before minutes of profiling, not after
-        if path is not None:
-            check_output_path(path)
+    check_distinct_outputs(trace=args.trace, json=args.json)  # before minutes of profiling
     peaks = soc_peaks(args.soc) if args.soc else None
     reports = [_profile(args, model, backend, peaks)
                for model in (args.model, *([args.compare] if args.compare else []))]
@@ -84,8 +82,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace, model: str, backend: str, peaks):
+    return profile_model(args, model, backend, runs=args.runs, peaks=peaks,
+                         precision=args.precision)
+
+
+def profile_model(args: argparse.Namespace, model: str, backend: str, *, runs: int, peaks,
+                  precision: str = "fp16") -> ProfileReport:
+    """Profile ``model`` on ``backend`` with the session arguments of ``args`` (shared with
+    ``bench --profile``)."""
     if backend == "acl":
-        return profile_on_board(model, runs=args.runs, warmup=args.warmup, peaks=peaks,
+        return profile_on_board(model, runs=runs, warmup=args.warmup, peaks=peaks,
                                 inputs=args.inputs, device_id=args.device_id)
     options: dict[str, object] = {}
     if args.threads is not None:
@@ -95,6 +101,6 @@ def _profile(args: argparse.Namespace, model: str, backend: str, peaks):
     if backend == "sim":
         options.update({k: v for k, v in (("soc", args.sim_soc), ("memory", args.sim_memory))
                         if v is not None})
-    return profile(model, backend, inputs=args.inputs, batch=args.batch, runs=args.runs,
-                   warmup=args.warmup, soc=peaks.soc if peaks else None,
-                   precision=args.precision, **options)
+    return profile(model, backend, inputs=args.inputs, batch=args.batch, runs=runs,
+                   warmup=args.warmup, soc=peaks.soc if peaks else None, precision=precision,
+                   **options)
