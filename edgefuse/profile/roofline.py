@@ -6,6 +6,13 @@ unit's peak rate, nor before its bytes at the memory's peak bandwidth, so
 the compiler does; how far above it the board lands depends on tiling, formats and scheduling
 that no host tool can see. Everything this module returns is labelled a lower bound.
 
+What it bounds: a row of the profile (one host kernel, standing for a group of the model's nodes)
+run as one task on the board that reads its inputs from memory and writes its outputs there.
+Tasks of one model on one stream run one after another, so the model's floor is the sum of its
+rows'. If ATC fuses more than the host runtime did, intermediate tensors the row counts may never
+reach memory on the board, and the board could go below that row's bytes term: the bound is for
+the host's grouping of the nodes, and says so wherever it is shown.
+
 The floor assumes the board runs the model at ``precision`` (FP16 by default, as an FP32 model
 is compiled for the 310B): float tensors are counted at that precision's size, which can only
 lower the bytes term, so the bound stays a bound. A term whose peak is not published is left out

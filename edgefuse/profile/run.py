@@ -125,7 +125,9 @@ def build_report(source: ModelSource, model: onnx.ModelProto, ort_trace: OrtTrac
     if peaks is not None:
         report.soc = peaks.soc
         report.soc_sources = list(peaks.sources)
-        report.soc_notes = [*peaks.notes, f"the floor assumes the board runs at {precision}"]
+        report.soc_notes = [*peaks.notes, f"the floor assumes the board runs at {precision}, "
+                            "each row as one task (ATC fusing further could go below a row's "
+                            "bytes term)"]
     uncounted = sorted({row.op_type for row in rows if row.flops is None})
     if uncounted:
         report.notes.append(f"FLOPs not counted for: {', '.join(uncounted)}")

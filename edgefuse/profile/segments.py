@@ -27,7 +27,10 @@ import onnx
 from edgefuse.optimize.provenance import node_key
 from edgefuse.profile.cost import NodeCost, TensorInfo, node_cost
 
-_NCHWC = "_nchwc"
+# Suffixes runtimes add to the name of the tensor a kernel computes: ONNX Runtime's NCHWc
+# transformer names its Conv ``<tensor>_nchwc``; the sim's FP16 emulation (reference/fp16.py)
+# renames a raw op output ``<tensor>.unrounded`` before rounding it into ``<tensor>``.
+_DERIVED_SUFFIXES = ("_nchwc", ".unrounded")
 # Ops ONNX Runtime folds into the kernel before them (Conv's activation and residual Sum).
 _EPILOGUES = frozenset({"Add", "Sum", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid",
                         "Tanh", "HardSwish"})
@@ -87,6 +90,17 @@ def segments(
     return found
 
 
+def _base_tensor(kernel: str) -> str:
+    """The tensor a kernel is named after, derived-name suffixes stripped."""
+    name, stripped = kernel, True
+    while stripped:
+        stripped = False
+        for suffix in _DERIVED_SUFFIXES:
+            if name.endswith(suffix):
+                name, stripped = name[: -len(suffix)], True
+    return name
+
+
 def _extend_epilogues(claims: dict[str, list[str]], nodes: Sequence[ModelNode],
                       kernel_order: Sequence[str]) -> None:
     """Give an unclaimed elementwise node to the kernel that computes its last input.
@@ -120,8 +134,8 @@ def _claims(model: onnx.ModelProto, executed: onnx.ModelProto | None,
     for kernel in kernel_order:
         if kernel in by_key:
             claims[kernel] = [out for out in by_key[kernel].node.output if out]
-        elif kernel.endswith(_NCHWC) and kernel[: -len(_NCHWC)] in producer:
-            claims[kernel] = [kernel[: -len(_NCHWC)]]
+        elif (tensor := _base_tensor(kernel)) in producer:
+            claims[kernel] = [tensor]
     if executed is None:
         return claims
     taken = {name for names in claims.values() for name in names}

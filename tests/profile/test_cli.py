@@ -88,3 +88,21 @@ def test_a_backend_missing_here_exits_2(pair, tmp_path, capsys):
     code = main(["profile", str(pair[0]), "--backend", "cuda"])
     assert code == 2
     assert "cuda" in capsys.readouterr().err
+
+
+def test_bench_profile_profiles_on_benchs_backend_and_sets_the_totals_side_by_side(
+        pair, tmp_path, capsys):
+    report = tmp_path / "bench.json"
+    code = main(["bench", str(pair[0]), "--backend", "cpu", "--iterations", "5", "--warmup", "1",
+                 "--no-onnxruntime", "--profile", "--soc", "Ascend310B4", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "profile vs bench:" in out and "LOWER BOUND" in out
+    document = json.loads(report.read_text())
+    assert document["profile"]["bench_p50_ms"] == document["results"]["edgefuse/cpu"]["p50_ms"]
+    assert document["profile"]["soc"] == "Ascend310B4"
+
+
+def test_bench_soc_without_profile_is_a_usage_error(pair, capsys):
+    assert main(["bench", str(pair[0]), "--backend", "cpu", "--soc", "Ascend310B4"]) == 2
+    assert "--soc is for the profile's floor" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import json
 import onnx
 import pytest
 
+from edgefuse.acl.build.compile import compile_model
 from edgefuse.optimize import optimize
 from edgefuse.profile.run import profile
 from tests.profile.models import BN_FLOPS, CONV_FLOPS, RELU_FLOPS, conv_bn_relu
@@ -67,3 +68,18 @@ def test_the_floor_is_labelled_a_lower_bound_in_the_table_and_the_json():
     assert report.floor_us == pytest.approx(sum(r.floor_us for r in report.rows
                                                  if r.floor_us is not None))
     onnx.checker.check_model(conv_bn_relu())
+
+
+def test_the_sim_backend_profiles_a_build_as_the_board_contract_runs_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "")  # compile writes the build; there is no ATC, so no OM
+    source = tmp_path / "model.onnx"
+    onnx.save(conv_bn_relu(), str(source))
+    compile_model(source, "Ascend310B4", tmp_path / "build")
+    report = profile(tmp_path / "build", "sim", runs=2, warmup=1, soc="Ascend310B4")
+    assert report.backend == "sim"
+    # the FP16 emulation rounds every tensor (Cast pairs), so no fusion happens across it: the
+    # Conv kernel ("c.unrounded_nchwc") stands for the Conv alone, the Casts for nothing
+    assert _row_of(report, "conv").origins == ["conv"]
+    assert _row_of(report, "relu").origins == ["relu"]
+    casts = [row for row in report.rows if row.kernel_ops == "Cast"]
+    assert casts and all(row.origins == [] for row in casts)
