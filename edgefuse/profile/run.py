@@ -36,8 +36,8 @@ from edgefuse.reference.feeds import FeedSource, feed_set
 from edgefuse.runtime import BACKENDS, open_session
 
 HOST_BACKENDS = ("cpu", "cuda", "tensorrt", "sim")
-DEFAULT_RUNS = 20
-DEFAULT_WARMUP = 5
+DEFAULT_RUNS = 10
+DEFAULT_WARMUP = 3
 
 
 def profile(
