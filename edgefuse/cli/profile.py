@@ -17,19 +17,30 @@ import argparse
 import json
 
 from edgefuse._files import check_distinct_outputs, write_text
-from edgefuse.cli._session_args import add_inputs_argument, add_session_arguments, backends_from
-from edgefuse.errors import InputError, Ref
+from edgefuse.cli._session_args import add_inputs_argument
 from edgefuse.profile.board import profile_on_board
 from edgefuse.profile.chrome_trace import write_trace
 from edgefuse.profile.compare import compare
 from edgefuse.profile.roofline import PRECISION_BYTES
-from edgefuse.profile.run import DEFAULT_RUNS, DEFAULT_WARMUP, profile
+from edgefuse.profile.run import DEFAULT_RUNS, DEFAULT_WARMUP, HOST_BACKENDS, profile
 from edgefuse.profile.socs import SOC_PEAKS, soc_peaks
 from edgefuse.profile.table import ProfileReport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_session_arguments(parser)
+    parser.add_argument("model", metavar="MODEL|BUILD_DIR",
+                        help="an .onnx file, or a directory from `edgefuse compile`")
+    parser.add_argument("--backend", choices=PROFILED_BACKENDS, default="cpu",
+                        help="where to profile (one; default cpu): ONNX Runtime's profiler on "
+                             "cpu, cuda, tensorrt or sim (a BUILD_DIR under the board's "
+                             "contract), CANN's msprof on acl (the board)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="ONNX Runtime intra-op threads (default: ONNX Runtime's choice)")
+    parser.add_argument("--device-id", type=int, default=0, metavar="N",
+                        help="NPU or GPU to use (default 0)")
+    parser.add_argument("--sim-soc", metavar="SOC", help="sim backend: the soc to simulate")
+    parser.add_argument("--sim-memory", metavar="SIZE",
+                        help="sim backend: the board's memory, in bytes or e.g. 4GiB")
     add_inputs_argument(parser, "inputs to profile on")
     parser.add_argument("--batch", type=int, metavar="N", help="batch size of random inputs")
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="N",
@@ -52,13 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="nodes to list, slowest first (0: all; default 25)")
 
 
+PROFILED_BACKENDS = (*HOST_BACKENDS, "acl")
+
+
 def run(args: argparse.Namespace) -> int:
-    backends = backends_from(args) if args.backend else ("cpu",)
-    if len(backends) != 1:
-        raise InputError(f"profile runs on one backend, got {', '.join(backends)}",
-                         hint="name one: --backend cpu|cuda|tensorrt|sim|acl",
-                         reference=Ref.BAD_USAGE)
-    backend = backends[0]
+    backend = args.backend
     check_distinct_outputs(trace=args.trace, json=args.json)  # before minutes of profiling
     peaks = soc_peaks(args.soc) if args.soc else None
     reports = [_profile(args, model, backend, peaks)
