@@ -95,6 +95,10 @@ class Ref(str, enum.Enum):
 
     # --- optimize, quantize, verify ---------------------------------------------------------------
     UNKNOWN_RULE = "unknown-rule", "an optimize rule id does not exist"
+    PROFILE_UNAVAILABLE = (
+        "profile-unavailable", "the backend cannot profile here, or the session was not asked to")
+    BAD_PROFILE_FILE = (
+        "bad-profile-file", "a profiler's output (ONNX Runtime JSON, msprof CSV) is unreadable")
     UNKNOWN_TARGET = "unknown-target", "an optimize --target is not a known soc"
     UNSUPPORTED_PRECISION = "unsupported-precision", "quantize supports FP16 only"
     NO_PRECISION = "no-precision", "quantize was not told the target precision"
@@ -108,6 +112,8 @@ class Ref(str, enum.Enum):
 
     # --- compile, ATC, soc ------------------------------------------------------------------------
     UNKNOWN_SOC = "unknown-soc", "the soc is not a known Ascend soc version"
+    NO_PEAK_FIGURES = (
+        "no-peak-figures", "no published peak figures exist for the soc, so it has no floor")
     AMBIGUOUS_SOC = "ambiguous-soc", "npu-smi reports several different socs"
     NPU_SMI_FAILED = "npu-smi-failed", "npu-smi did not answer as expected"
     UNSUPPORTED_OPS = "unsupported-ops", "the op-support check found nodes ATC will refuse"

@@ -39,7 +39,8 @@ LAST_RESORT = "cpu"
 # Options every backend takes.
 _COMMON_OPTIONS = frozenset({"validate"})
 _ORT_OPTIONS = frozenset({"device_id", "threads", "inter_op_threads", "optimization",
-                          "mem_pattern", "cpu_arena", "allow_cpu_nodes", "provider_options"})
+                          "mem_pattern", "cpu_arena", "allow_cpu_nodes", "provider_options",
+                          "profile"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +124,8 @@ def open_session(
     otherwise ONNX Runtime on the CPU is the last resort. ``options`` go to the backend that
     opens: ``validate`` (all), ``device_id``, ``execute`` ("sync"|"async", acl), ``threads``,
     ``inter_op_threads``, ``optimization``, ``mem_pattern``, ``cpu_arena``, ``allow_cpu_nodes``,
-    ``provider_options`` (ONNX Runtime backends), ``soc`` (the soc to simulate, default
+    ``provider_options``, ``profile`` (a folder for ONNX Runtime's profiler; ONNX Runtime backends
+    and ``sim``), ``soc`` (the soc to simulate, default
     Ascend310B4) and ``memory`` (the board's memory: bytes or "4GiB"; default the board's own)
     for ``sim``, which also takes ``threads``.
     """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -214,6 +215,16 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def end_profiling(self) -> Path:
+        """Stop the backend's profiler and return the file it wrote; backends that profile
+        (ONNX Runtime's, opened with ``profile=FOLDER``) override this."""
+        raise EdgefuseError(
+            f"this {self.backend} session is not profiling",
+            hint="open it with open_session(..., profile=FOLDER) on an ONNX Runtime backend or "
+                 "sim; `edgefuse profile` does this for you",
+            reference=Ref.PROFILE_UNAVAILABLE,
+        )
 
     def __enter__(self) -> Session:
         return self

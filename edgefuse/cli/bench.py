@@ -8,6 +8,7 @@ Examples:
   edgefuse bench model.onnx --iterations 200 --json bench.json
   edgefuse bench build/ --backend acl --seconds 30
   edgefuse bench resnet50.onnx --backend cpu --torch resnet50
+  edgefuse bench model.onnx --backend cpu --profile --soc Ascend310B4
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ from edgefuse.cli._session_args import (
     backends_from,
     session_options,
 )
+from edgefuse.cli.profile import profile_model
+from edgefuse.errors import InputError, Ref
+from edgefuse.profile.run import DEFAULT_RUNS
+from edgefuse.profile.socs import soc_peaks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,9 +48,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not compare with raw ONNX Runtime")
     parser.add_argument("--json", metavar="R.json", help="also write the results as JSON")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.add_argument("--profile", action="store_true",
+                        help="then profile the model on the backend bench used (`edgefuse "
+                             "profile`: per node and op type) and set its total against bench's "
+                             "median")
+    parser.add_argument("--soc", metavar="SOC",
+                        help="with --profile: add the board's floor on this SoC (a lower bound)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.soc and not args.profile:
+        raise InputError("--soc is for the profile's floor: give it with --profile",
+                         reference=Ref.BAD_USAGE)
+    peaks = soc_peaks(args.soc) if args.soc else None  # a typo fails before minutes of timing
     report = bench(
         args.model,
         backends_from(args),
@@ -61,7 +76,23 @@ def run(args: argparse.Namespace) -> int:
         **session_options(args),
     )
     print(report.render())
+    document = report.to_json()
+    if args.profile:
+        document["profile"] = _profile(args, report, peaks)
     if args.json:
-        write_text(args.json, json.dumps(report.to_json(), indent=2) + "\n")
+        write_text(args.json, json.dumps(document, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
+
+
+def _profile(args: argparse.Namespace, report, peaks) -> dict:
+    """Profile on the backend bench ran on, and set the profile's total against bench's p50."""
+    profiled = profile_model(args, args.model, report.backend,
+                             runs=args.iterations or DEFAULT_RUNS, peaks=peaks)
+    print()
+    print(profiled.render())
+    median = report.results[f"edgefuse/{report.backend}"].p50_ms
+    print(f"\nprofile vs bench: kernels {profiled.total_us / 1e3:.3f} ms, whole run "
+          f"{profiled.wall_us / 1e3:.3f} ms; bench p50 {median:.3f} ms "
+          f"(whole run {100 * (profiled.wall_us / 1e3 / median - 1):+.1f}%)")
+    return {**profiled.to_json(), "bench_p50_ms": median}

@@ -35,6 +35,7 @@ COMMANDS: tuple[str, ...] = (
     "detect",
     "segment",
     "bench",
+    "profile",
     "rules",
     "verify",
     "doctor",

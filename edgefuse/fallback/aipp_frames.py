@@ -11,6 +11,7 @@ compile stage) before ONNX Runtime, so one app, one feed dict, runs on every bac
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -64,6 +65,9 @@ class AippFrameSession(Session):
             [self._spec.emulate(frame, layout=self._layout, fp16=self._fp16) for frame in frames]
         ).astype(self._model_dtype, copy=False)
         return self._inner.run({**feeds, self._name: model_input})
+
+    def end_profiling(self) -> Path:
+        return self._inner.end_profiling()
 
     def _close(self) -> None:
         self._inner.close()

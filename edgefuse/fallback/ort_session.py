@@ -48,6 +48,9 @@ PROVIDERS: dict[str, str] = {
     "tensorrt": "TensorrtExecutionProvider",
 }
 OPTIMIZATION_LEVELS = ("disable", "basic", "extended", "all")
+# The graph ONNX Runtime runs (after its own fusions), saved next to a profile: its node names
+# are the ones the profiler's events carry.
+PROFILED_GRAPH = "onnxruntime_graph.onnx"
 
 _ORT_TYPES: dict[str, np.dtype] = {
     f"tensor({name})": np.dtype(dtype)
@@ -91,8 +94,13 @@ def session_options(
     mem_pattern: bool = True,
     cpu_arena: bool = True,
     allow_cpu_nodes: bool = False,
+    profile: str | os.PathLike[str] | None = None,
 ) -> Any:
-    """The ``SessionOptions`` an OrtSession uses; ``None`` thread counts keep ONNX Runtime's."""
+    """The ``SessionOptions`` an OrtSession uses; ``None`` thread counts keep ONNX Runtime's.
+
+    With ``profile`` (a folder), ONNX Runtime's own profiler records every run there and the
+    graph it runs after its own fusions is saved as ``PROFILED_GRAPH`` in the same folder.
+    """
     ort = _ort()
     if optimization not in OPTIMIZATION_LEVELS:
         raise InputError(f"optimization must be one of {OPTIMIZATION_LEVELS}, got "
@@ -113,6 +121,13 @@ def session_options(
         options.inter_op_num_threads = inter_op_threads
     if provider != "cpu" and not allow_cpu_nodes:
         options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    if profile is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(profile) / "onnxruntime_profile")
+        options.optimized_model_filepath = str(Path(profile) / PROFILED_GRAPH)
+        # ONNX Runtime warns that a saved NCHWc graph only suits this machine: it is read here,
+        # on this machine, to name the kernels; the warning would only alarm the user.
+        options.log_severity_level = 3
     return options
 
 
@@ -132,6 +147,7 @@ class OrtSession(Session):
         cpu_arena: bool = True,
         allow_cpu_nodes: bool = False,
         provider_options: Mapping[str, Any] | None = None,
+        profile: str | os.PathLike[str] | None = None,
         validate: bool = True,
     ) -> None:
         if provider not in PROVIDERS:
@@ -142,8 +158,9 @@ class OrtSession(Session):
         options = session_options(
             provider, threads=threads, inter_op_threads=inter_op_threads,
             optimization=optimization, mem_pattern=mem_pattern, cpu_arena=cpu_arena,
-            allow_cpu_nodes=allow_cpu_nodes,
+            allow_cpu_nodes=allow_cpu_nodes, profile=profile,
         )
+        self._profiling = profile is not None
         providers = self._providers(provider, device_id, dict(provider_options or {}))
         loadable = _model_for_ort(model)  # raises edgefuse's own errors: not wrapped below
         try:
@@ -175,6 +192,12 @@ class OrtSession(Session):
     def ort_session(self) -> Any:
         """The underlying ``onnxruntime.InferenceSession`` (for comparisons and benchmarks)."""
         return self._session
+
+    def end_profiling(self) -> Path:
+        """Stop ONNX Runtime's profiler; the JSON trace file it wrote (``profile=`` was given)."""
+        if not self._profiling:
+            return super().end_profiling()
+        return Path(self._session.end_profiling())
 
     def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._bound:

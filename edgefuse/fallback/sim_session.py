@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -51,7 +52,7 @@ from edgefuse.manifest import BuildManifest, TensorEntry
 from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.session import Availability, Session, TensorSpec
 
-SIM_OPTIONS = frozenset({"soc", "memory", "threads"})
+SIM_OPTIONS = frozenset({"soc", "memory", "threads", "profile"})
 
 
 def probe_sim(source: ModelSource | None = None) -> Availability:
@@ -77,6 +78,7 @@ class SimSession(Session):
         soc: str = DEFAULT_SIM_SOC,
         memory: int | float | str | None = None,
         threads: int | None = None,
+        profile: str | os.PathLike[str] | None = None,
         validate: bool = True,
     ) -> None:
         source = resolve_source(build)
@@ -108,7 +110,7 @@ class SimSession(Session):
                 reference=Ref.BOARD_MEMORY_EXCEEDED,
             )
         inner: Session = OrtSession(self.numerics.emulate(model), "cpu", threads=threads,
-                                    validate=False)
+                                    profile=profile, validate=False)
         try:
             if wants_frames(manifest):
                 inner = AippFrameSession(inner, manifest, validate=False, fp16=True)
@@ -175,6 +177,9 @@ class SimSession(Session):
         results = self._inner.run(inner_feeds)
         return {spec.name: np.asarray(results[spec.name]).astype(spec.dtype, copy=False)
                 for spec in self.outputs}
+
+    def end_profiling(self) -> Path:
+        return self._inner.end_profiling()
 
     def _close(self) -> None:
         self._inner.close()

@@ -4,7 +4,8 @@ Why: onnxscript's ``apply_to_model`` returns a bare count, and its only window i
 debugging tracer that disables rewriting. Users need both at once ("why didn't my BatchNorm fold?",
 onnxscript #1491/#1812), so each rule is wrapped: the wrapper observes every match attempt, keeps
 the reason of each refusal per node, tags the nodes it creates with the rule id, keeps names
-traceable (a fused node takes the name of the node it replaces) and makes the names of new
+traceable (a fused node takes the name of the node it replaces, and records every original node
+it stands for: ``edgefuse.optimize.provenance``) and makes the names of new
 initializers unique, because onnxscript would otherwise overwrite an existing initializer of the
 same name.
 
@@ -25,6 +26,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, MatchStatus, RewriteRule
 
 from edgefuse.acl.ops.spec import DOMAIN
+from edgefuse.optimize.provenance import ir_node_key, record_rewrite
 from edgefuse.optimize.report import RuleStats
 from edgefuse.optimize.rule import NOT_APPLICABLE
 
@@ -49,11 +51,12 @@ class _Observer:
         ):
             return
         if status == MatchStatus.CONDITION_FAILED:
-            self.stats.reject(_node_key(node), match.reason or "the rule's check refused")
+            self.stats.reject(ir_node_key(node), match.reason or "the rule's check refused")
         elif status == MatchStatus.REPLACEMENT_FAILED:
-            self.stats.reject(_node_key(node), match.reason or "the replacement could not be built")
+            self.stats.reject(ir_node_key(node),
+                              match.reason or "the replacement could not be built")
         elif status == MatchStatus.NO_MATCH and match is not None and match.reason == _OTHER_USES:
-            self.stats.reject(_node_key(node), _OTHER_USES_REASON)
+            self.stats.reject(ir_node_key(node), _OTHER_USES_REASON)
 
 
 class RecordingRule(RewriteRule):
@@ -80,9 +83,10 @@ class RecordingRule(RewriteRule):
             return None
         problem = _invalid_at_opset(delta.new_nodes, graph_or_function.opset_imports, model)
         if problem is not None:
-            self.stats.reject(_node_key(node), problem)
+            self.stats.reject(ir_node_key(node), problem)
             return None
-        self.stats.apply(_node_key(node))
+        self.stats.apply(ir_node_key(node))
+        record_rewrite(model, delta.match.nodes, delta.new_nodes, self.rule_id)
         _name_new_nodes(delta.new_nodes, delta.match.nodes, node, self.rule_id)
         _uniquify_initializers(delta.new_initializers, graph_or_function)
         for new_node in delta.new_nodes:
@@ -115,11 +119,6 @@ def _invalid_at_opset(new_nodes, opset_imports, model: ir.Model) -> str | None:
             return (f"the replacement {new_node.op_type} is not valid at the model's opset "
                     f"{opset} ({first})")
     return None
-
-
-def _node_key(node: ir.Node) -> str:
-    """The node's name; an unnamed node is told apart by its (graph-unique) first output."""
-    return node.name or f"<unnamed {node.op_type} -> {node.outputs[0].name}>"
 
 
 def _name_new_nodes(new_nodes, matched_nodes, root: ir.Node, rule_id: str) -> None:

@@ -19,7 +19,7 @@ import onnxruntime as ort
 import pytest
 from onnxscript.rewriter import RewriteRuleSet
 
-from edgefuse.optimize import OptimizeResult, optimize, passes
+from edgefuse.optimize import OptimizeResult, optimize, passes, provenance
 from edgefuse.optimize._recording import RecordingRule
 from edgefuse.optimize.pipeline import Pipeline, run_pipeline
 from edgefuse.optimize.report import RewriteReport, RuleStats, op_counts
@@ -222,6 +222,20 @@ def assert_fired(
     if tagged is not None:
         tags = rule_tags(result.model)
         assert tags == dict(tagged), f"tagged nodes: {tags}"
+    assert_provenance(result.model, rule_id)
+
+
+def assert_provenance(model: onnx.ModelProto, rule_id: str) -> None:
+    """What the rule did is on record: every node it built names the rule last in its chain and
+    the original nodes it stands for (its own name among them when it kept one), or, when it
+    left no node behind, the model lists what it removed."""
+    built = [n for n in model.graph.node if provenance.rules(n)[-1:] == [rule_id]]
+    for made in built:
+        origins = provenance.origins(made)
+        assert origins, f"{made.name} records no origin"
+        assert "/" in made.name or made.name in origins, (made.name, origins)
+    if not built:
+        assert rule_id in provenance.removed(model).values(), provenance.removed(model)
 
 
 def assert_not_applicable(result: OptimizeResult, rule_id: str) -> None:
