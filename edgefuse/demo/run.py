@@ -12,10 +12,11 @@ from pathlib import Path
 
 from edgefuse.demo.clip_runs import ClipRun, run_on_clip
 from edgefuse.demo.clip_truth import clip_scenes, detection_ap50, segmentation_miou
-from edgefuse.demo.model_stages import STEPS_PER_MODEL, prepare_model
+from edgefuse.demo.model_stages import SOC, STEPS_PER_MODEL, prepare_model
 from edgefuse.demo.progress import Steps
 from edgefuse.demo.summary import ModelOutcome, render
 from edgefuse.models.shapes import DETECTOR, SEGMENTER
+from edgefuse.profile.run import profile
 from edgefuse.runtime import probe
 from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
@@ -49,9 +50,13 @@ def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | Non
                                     threads=threads, max_frames=max_frames,
                                     progress=_ticker(step))
             metric, fp32, fp16 = _scores(kind, reference, board, truth)
+            # the roofline over the model's nodes from the SoC's published peaks: a lower
+            # bound on the board's time, never a prediction (docs/profile.md)
+            floor_us = profile(model.optimized, "cpu", runs=1, warmup=0, soc=SOC,
+                               threads=threads).floor_us
             step.say(f"{metric}: FP32 {fp32:.3f}, FP16 build {fp16:.3f}")
         outcomes.append(ModelOutcome(model, board, reference, metric, fp32, fp16,
-                                     (video, jsonl)))
+                                     (video, jsonl), floor_us))
     print()
     print(render(outcomes))
     return 0 if all(o.prepared.fp16_passed for o in outcomes) else 1

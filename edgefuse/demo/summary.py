@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from edgefuse.demo.clip_runs import ClipRun
-from edgefuse.demo.model_stages import PreparedModel
+from edgefuse.demo.model_stages import SOC, PreparedModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +20,7 @@ class ModelOutcome:
     fp32_score: float
     fp16_score: float
     files: tuple[Path, ...]
+    floor_us: float | None = None  # the board's floor on the build's SoC (a lower bound)
 
 
 def render(outcomes: list[ModelOutcome]) -> str:
@@ -39,6 +40,9 @@ def render(outcomes: list[ModelOutcome]) -> str:
         ("app fps (model-only ceiling)", [
             f"{o.board_run.stats.mean_fps:.0f} ({o.board_run.model_only_fps:.0f}) on "
             f"{o.board_run.backend}" for o in outcomes]),
+        (f"floor on {SOC} (lower bound)", [
+            "n/a" if o.floor_us is None else f"{o.floor_us / 1e3:.3f} ms per frame"
+            for o in outcomes]),
         ("board build", ["OM" if o.prepared.om_built else "compile.sh (no ATC here)"
                          for o in outcomes]),
     ]

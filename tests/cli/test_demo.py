@@ -44,6 +44,8 @@ def test_demo_passes_its_gates_and_prints_the_summary(demo):
     assert re.search(r"AP50 [01]\.\d{3} -> [01]\.\d{3}", printed)
     assert re.search(r"mIoU [01]\.\d{3} -> [01]\.\d{3}", printed)
     assert "compile.sh (no ATC here)" in printed
+    floors = re.findall(r"(\d+\.\d{3}) ms per frame", printed)  # the board's floor, both models
+    assert len(floors) == 2 and all(float(f) > 0 for f in floors), printed
     # no board here: both apps ran their FP16 builds on the simulated board, and said so
     assert len(re.findall(r"\d+ \(\d+\) on sim", printed)) == 2, printed
     assert "WARNING" not in printed
