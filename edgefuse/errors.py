@@ -49,6 +49,8 @@ class Ref(str, enum.Enum):
     BAD_ARGUMENT = "bad-argument", "an argument is of the wrong type or outside its range"
     MODEL_NOT_FOUND = "model-not-found", "the model path does not exist"
     BAD_OUTPUT_PATH = "bad-output-path", "an output path cannot be written as asked"
+    OUTPUT_IS_INPUT = (
+        "output-is-input", "an output path is an input, holds one or lies inside one")
     BAD_MODEL_FILE = "bad-model-file", "a model file has a suffix edgefuse cannot read"
     BAD_MODEL_SOURCE = "bad-model-source", "what was passed as a model is not one"
     NOT_ONNX = "not-onnx", "a file given as ONNX does not parse as an ONNX model"

@@ -21,6 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from edgefuse._files import check_outputs_spare_inputs
 from edgefuse.apps import config as app_config
 from edgefuse.apps.config import AppConfig
 from edgefuse.apps.models import resolve_model
@@ -97,7 +100,7 @@ def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
     return app_config.from_mapping(kind, given, "command line", base=config)
 
 
-def run_app(config: AppConfig, make_task: MakeTask) -> int:
+def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None = None) -> int:
     """Open everything the config names and run the pipeline; returns the exit code."""
     if not config.model:
         raise InputError("no model given", hint="pass --model, or set 'model:' in the config",
@@ -105,6 +108,10 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
     if config.source is None:
         raise InputError("no source given", hint="pass --source, or set 'source:' in the config",
                          reference=Ref.BAD_CONFIG)
+    check_outputs_spare_inputs(
+        {"--save output": config.save, "--jsonl output": config.jsonl},
+        {"model": config.model, "config": config_file,
+         "source": config.source if isinstance(config.source, str) else None})
     model_source, info = resolve_model(config.model)
     options: dict[str, Any] = {"device_id": config.device_id}
     if config.threads is not None:
@@ -112,6 +119,7 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
     with open_session(model_source, config.backend, **options) as session:
         task = make_task(session, info, model_source, config)
         task.warm_up()
+        rehearse(task, draws=bool(config.save or config.show))
         source = open_source(config.source, stride=config.stride, live=config.live,
                              reconnect=config.reconnect, camera=config.camera)
         try:
@@ -138,6 +146,18 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
     if summary.reason != "end":
         print(f"stopped: {summary.reason.replace('_', ' ')}")
     return 130 if summary.reason == "interrupted" else 0
+
+
+def rehearse(task: VisionModel, *, draws: bool) -> None:
+    """One grey frame through every stage the run will use (decode, record, drawing), before any
+    sink exists: an output layout the decoder cannot read or a palette that cannot draw fails
+    here, so a failed run leaves no output file behind (not even an empty one)."""
+    height, width = task.plan.preprocess.size
+    image = np.full((height, width, 3), 114, np.uint8)
+    result = task(image)
+    task.describe(result)
+    if draws:
+        task.annotate(image, result)
 
 
 def make_sinks(config: AppConfig) -> list[Sink]:

@@ -26,8 +26,9 @@ KNOWN_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "edgefu
 _LISTED = 8  # how many offending nodes or names an error message lists
 
 
-def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """Parse an ONNX file and its external data into one in-memory model."""
+def load_onnx(path: str | os.PathLike[str], *, external_data: bool = True) -> onnx.ModelProto:
+    """Parse an ONNX file and (unless told not to: a reader of its metadata only) its external
+    data into one in-memory model."""
     source = Path(path)
     if not source.exists():
         raise InputError(
@@ -40,7 +41,8 @@ def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
                          reference=Ref.BAD_MODEL_FILE)
     data = read_bytes(source)
     model = _parse(data, source)
-    _load_external_data(model, source)
+    if external_data:
+        _load_external_data(model, source)
     return model
 
 

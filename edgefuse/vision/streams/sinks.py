@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse._cv import cv2
-from edgefuse._files import check_output_path
+from edgefuse._files import cannot_write, temporary_file_beside
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.streams.frames import FrameResult
 
@@ -89,10 +88,7 @@ class _Staged:
 
     def __init__(self, path: str | os.PathLike[str], suffix: str) -> None:
         self.path = Path(path)
-        parent = check_output_path(self.path)
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=suffix, dir=parent)
-        os.close(fd)
-        self.tmp = Path(name)
+        self.tmp = temporary_file_beside(self.path, suffix)  # a read-only folder: cannot-write
 
     def commit(self) -> None:
         os.replace(self.tmp, self.path)
@@ -217,7 +213,12 @@ class ImageFolderSink(Sink):
             raise InputError(f"the parent of '{self.folder}' does not exist",
                              hint=f"create it first: mkdir -p {self.folder.parent}",
                              reference=Ref.BAD_OUTPUT_PATH)
-        self.folder.mkdir(exist_ok=True)
+        try:
+            self.folder.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise cannot_write(self.folder.parent, exc) from exc
+        # An existing read-only folder fails here, before the first frame, not at it.
+        temporary_file_beside(self.folder / "probe", ".tmp").unlink()
         self._suffix = suffix
 
     def write(self, result: FrameResult, image: np.ndarray | None) -> None:
