@@ -16,8 +16,9 @@ import contextlib
 import glob
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -43,7 +44,7 @@ def umask() -> int:
 
 PathLike = str | os.PathLike[str]
 # What a verb names as one input: a path, several (a glob's files, a spec's sources), or nothing.
-Inputs = Mapping[str, "PathLike | Iterable[PathLike] | None"]
+Inputs = Mapping[str, Any]
 
 
 def check_distinct_outputs(**paths: PathLike | None) -> None:
@@ -66,7 +67,8 @@ def check_outputs_spare_inputs(outputs: Mapping[str, PathLike | None],
     links followed, hard links compared by inode), they are the same file or one lies inside the
     other: a folder output holding an input would be replaced or filled around it, an output
     written inside an input folder changes that input (an image folder, a BUILD_DIR, a bundle).
-    ``inputs`` values may be a path, several paths, or a glob pattern (its matches are compared).
+    ``inputs`` values may be a path, several paths, or a glob pattern (its matches are compared);
+    anything else (None, a model in memory) is skipped.
     """
     named_inputs = [(role, path) for role, value in (inputs or {}).items()
                     for path in _paths_of(value)]
@@ -97,18 +99,18 @@ def check_outputs_spare_inputs(outputs: Mapping[str, PathLike | None],
                 )
 
 
-def _paths_of(value: PathLike | Iterable[PathLike] | None) -> list[Path]:
+def _paths_of(value: Any) -> list[Path]:
     """The existing files and folders an input names (a glob: its matches). What does not exist
     (a catalogue name, a camera index, a URL) cannot be overwritten and is left out."""
-    if value is None:
-        return []
     if isinstance(value, (str, os.PathLike)):
         text = os.fspath(value)
         if Path(text).exists():
             return [Path(text)]
         return [Path(match) for match in glob.glob(text, recursive=True)] \
             if glob.has_magic(text) else []
-    return [path for item in value for path in _paths_of(item)]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [path for item in value for path in _paths_of(item)]
+    return []  # None, or a model in memory (a ModelProto, a torch module): no file to destroy
 
 
 def _overlap(output: Path, other: Path) -> str | None:
@@ -150,6 +152,12 @@ def temporary_file_beside(path: PathLike, suffix: str) -> Path:
         raise cannot_write(parent, exc) from exc
     os.close(fd)
     return Path(name)
+
+
+def check_folder_writable(folder: PathLike) -> None:
+    """A user error now, when an existing ``folder`` cannot take new files (read-only, another
+    owner's), instead of an OSError at the first file written in it."""
+    temporary_file_beside(Path(folder) / "probe", ".tmp").unlink()
 
 
 def temporary_directory_in(parent: str | os.PathLike[str], prefix: str) -> Path:

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from edgefuse._files import write_text
+from edgefuse._files import check_outputs_spare_inputs, write_text
 from edgefuse.benchmark import bench
 from edgefuse.cli._session_args import (
     add_inputs_argument,
@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs_spare_inputs(
+        {"--json report": args.json},
+        {"model": args.model, "inputs": args.inputs, "torch model": args.torch})
     report = bench(
         args.model,
         backends_from(args),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from edgefuse._files import check_output_path, write_text
+from edgefuse._files import check_output_path, check_outputs_spare_inputs, write_text
 from edgefuse.bundle.bundle_check import verify_bundle
 from edgefuse.errors import EdgefuseError, Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.json:
         check_output_path(args.json)
+    check_outputs_spare_inputs({"--json report": args.json}, {"bundle": args.bundle})
     report = verify_bundle(args.bundle, backends=tuple(args.backend or DEFAULT_BACKENDS),
                            run_models=not args.no_run)
     print(report.render())

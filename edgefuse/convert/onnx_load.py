@@ -83,6 +83,30 @@ def load_model(
     return model
 
 
+def check_with_checker(model: onnx.ModelProto, *, where: str = "the model") -> None:
+    """The full ONNX checker (strict shape inference) on a model a stage was handed.
+
+    Why on the input: a stage that checks only its result (optimize, quantize) would otherwise
+    blame itself ("optimize produced a model the checker rejects", exit 3) for a problem the
+    input brought, such as a custom-domain op whose output has no declared shape.
+    """
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        shapeless = [value.name for value in (*model.graph.input, *model.graph.output)
+                     if value.type.HasField("tensor_type")
+                     and not value.type.tensor_type.HasField("shape")]
+        raise ModelLoadError(
+            f"{where} fails the ONNX checker, before edgefuse changed anything",
+            context=str(exc).strip() + (f"\ngraph inputs/outputs without a shape: "
+                                        f"{', '.join(shapeless[:_LISTED])}" if shapeless else ""),
+            hint="every graph input and output needs a type with a shape (inference cannot "
+                 "give one to a custom-domain op's output): declare it where the model is "
+                 "exported (Netron shows what is missing)",
+            reference=Ref.INVALID_MODEL,
+        ) from exc
+
+
 def check_structure(model: onnx.ModelProto, *, where: str = "the model") -> None:
     """Refuse a model no stage can work on: an unset or future IR version, a default-domain opset
     newer than this onnx knows, a value written by two nodes, or a cycle.

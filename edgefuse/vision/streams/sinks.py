@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse._cv import cv2
-from edgefuse._files import cannot_write, temporary_file_beside
+from edgefuse._files import cannot_write, check_folder_writable, temporary_file_beside
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.streams.frames import FrameResult
 
@@ -217,8 +217,7 @@ class ImageFolderSink(Sink):
             self.folder.mkdir(exist_ok=True)
         except OSError as exc:
             raise cannot_write(self.folder.parent, exc) from exc
-        # An existing read-only folder fails here, before the first frame, not at it.
-        temporary_file_beside(self.folder / "probe", ".tmp").unlink()
+        check_folder_writable(self.folder)  # a read-only folder fails now, not at a frame
         self._suffix = suffix
 
     def write(self, result: FrameResult, image: np.ndarray | None) -> None:
