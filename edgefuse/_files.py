@@ -106,7 +106,7 @@ def _paths_of(value: Any) -> list[Path]:
         text = os.fspath(value)
         if Path(text).exists():
             return [Path(text)]
-        return [Path(match) for match in glob.glob(text, recursive=True)] \
+        return [Path(match) for match in sorted(glob.glob(text, recursive=True))] \
             if glob.has_magic(text) else []
     if isinstance(value, (list, tuple, set, frozenset)):
         return [path for item in value for path in _paths_of(item)]

@@ -83,28 +83,39 @@ def load_model(
     return model
 
 
-def check_with_checker(model: onnx.ModelProto, *, where: str = "the model") -> None:
-    """The full ONNX checker (strict shape inference) on a model a stage was handed.
+def check_output_shapes(model: onnx.ModelProto, *, where: str = "the model") -> None:
+    """Every graph output has a shape, declared or inferable; a user error naming them if not.
 
     Why on the input: a stage that checks only its result (optimize, quantize) would otherwise
-    blame itself ("optimize produced a model the checker rejects", exit 3) for a problem the
-    input brought, such as a custom-domain op whose output has no declared shape.
+    blame itself ("optimize produced a model the checker rejects", exit 3) for what the input
+    brought: an output computed from a custom-domain op, whose shapes ONNX cannot infer, and
+    declared without a shape. A shapeless output of standard ops is fine: inference fills it in.
     """
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        shapeless = [value.name for value in (*model.graph.input, *model.graph.output)
-                     if value.type.HasField("tensor_type")
-                     and not value.type.tensor_type.HasField("shape")]
-        raise ModelLoadError(
-            f"{where} fails the ONNX checker, before edgefuse changed anything",
-            context=str(exc).strip() + (f"\ngraph inputs/outputs without a shape: "
-                                        f"{', '.join(shapeless[:_LISTED])}" if shapeless else ""),
-            hint="every graph input and output needs a type with a shape (inference cannot "
-                 "give one to a custom-domain op's output): declare it where the model is "
-                 "exported (Netron shows what is missing)",
-            reference=Ref.INVALID_MODEL,
-        ) from exc
+    shapeless = _shapeless_outputs(model)
+    if shapeless:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+            inferred = model  # what inference refuses, the checks after loading report
+        shapeless = _shapeless_outputs(inferred)
+    if not shapeless:
+        return
+    custom = sorted({f"{node.domain}::{node.op_type}" for node in model.graph.node
+                     if node.domain not in ("", "ai.onnx", "ai.onnx.ml")})
+    raise ModelLoadError(
+        f"{where}: graph output(s) {', '.join(shapeless[:_LISTED])} have no shape, and ONNX "
+        "shape inference cannot give them one",
+        context=f"custom-domain ops it cannot infer through: {', '.join(custom[:_LISTED])}"
+        if custom else None,
+        hint="declare the outputs' shapes where the model is exported (for example "
+             "onnx.helper.make_tensor_value_info(name, elem_type, shape) in graph.output)",
+        reference=Ref.INVALID_MODEL,
+    )
+
+
+def _shapeless_outputs(model: onnx.ModelProto) -> list[str]:
+    return [value.name for value in model.graph.output
+            if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
 
 
 def check_structure(model: onnx.ModelProto, *, where: str = "the model") -> None:

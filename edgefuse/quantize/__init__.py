@@ -27,7 +27,7 @@ from edgefuse._files import (
     write_text,
 )
 from edgefuse.acl.build.precision import plan_keep_fp32
-from edgefuse.convert.onnx_load import check_with_checker, load_model
+from edgefuse.convert.onnx_load import check_output_shapes, load_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.optimize import OPTIMIZED_KEY, OptimizeResult, optimize
 from edgefuse.preprocess import Preprocess
@@ -117,7 +117,7 @@ def quantize(
                                {"input model": model, "calibration inputs": inputs})
     items = _keep_items(keep_fp32)
     original = load_model(model)
-    check_with_checker(original, where=f"'{model}'" if isinstance(model, (str, os.PathLike))
+    check_output_shapes(original, where=f"'{model}'" if isinstance(model, (str, os.PathLike))
                        else "the model")
     fp32 = ir.serde.deserialize_model(original)  # the one proto -> IR conversion
     check_float32_model(fp32)

@@ -260,8 +260,11 @@ CASES = [
     case("compile-atc-timeout", "compile", m("model.onnx"), "--soc", "Ascend310B4", "-o",
          m("out/build"), "--atc-timeout", "-1", match="atc_timeout must be positive"),
     case("compile-force-onto-a-file", "compile", m("model.onnx"), "--soc", "Ascend310B4", "-o",
-         m("model.onnx"), "--force", match="is a file, not a build directory(?!.*pass --force)",
-         outputs=("model.onnx",)),
+         m("fp16.onnx"), "--force", match="is a file, not a build directory(?!.*pass --force)",
+         outputs=("fp16.onnx",)),
+    case("compile-force-onto-the-model", "compile", m("model.onnx"), "--soc", "Ascend310B4",
+         "-o", m("model.onnx"), "--force", match=r"error\[output-is-input\]: the BUILD_DIR "
+         ".*model.onnx' is the model", outputs=("model.onnx",)),
     case("compile-existing-without-force", "compile", m("model.onnx"), "--soc", "Ascend310B4",
          "-o", m("out"), match="already exists.*pass --force"),
     case("compile-unknown-domain", "compile", m("acme.onnx"), "--soc", "Ascend310B4", "-o",
