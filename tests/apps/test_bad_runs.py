@@ -160,4 +160,5 @@ def test_a_sink_in_a_read_only_folder_is_a_user_error(tmp_path, sink):
     assert done.returncode == 2, done.stderr
     assert "error[cannot-write]: cannot write in 'ro" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+    assert "frames in" not in done.stdout + done.stderr  # refused before the first frame
     assert list((tmp_path / "ro").iterdir()) == []
