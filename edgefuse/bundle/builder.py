@@ -192,15 +192,16 @@ def _check_output_dir(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"'{out}' is a file, not an output folder",
                          hint="choose another -o", reference=Ref.BAD_OUTPUT_PATH)
+    here = Path.cwd()
+    if out.exists() and (out.resolve() == here or out.resolve() in here.parents):
+        # The new bundle folder replaces OUT_DIR whole: not the folder a shell is working in.
+        raise InputError(f"the build would replace '{out}', which holds the current folder",
+                         hint="choose a new or empty -o folder, outside the one you work in",
+                         reference=Ref.OUTPUT_IS_INPUT)
     if out.exists() and not force and any(out.iterdir()):
         raise InputError(f"'{out}' exists and is not empty",
                          hint="choose another -o, or pass --force to replace it (atomically)",
                          reference=Ref.BAD_OUTPUT_PATH)
-    here = Path.cwd()
-    if force and out.exists() and (out.resolve() == here or out.resolve() in here.parents):
-        raise InputError(f"--force would replace '{out}', which holds the current folder",
-                         hint="choose a new or empty -o folder, outside the one you work in",
-                         reference=Ref.OUTPUT_IS_INPUT)
 
 
 def _move_into_place(staging: Path, out: Path) -> None:

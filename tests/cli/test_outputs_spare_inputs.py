@@ -175,16 +175,20 @@ def test_an_output_over_an_input_is_refused_and_nothing_changes(work, capsys, mo
     assert SAMPLE_CLIP.read_bytes() == clip_before
 
 
-@pytest.mark.parametrize(("folder", "spec", "match"), [
-    ("proj", "spec.yaml", r"the output folder '.*proj' holds the build spec 'spec.yaml'"),
-    ("frames", "../proj/spec.yaml", r"--force would replace '.*frames', which holds the current "
-                                    r"folder"),
+@pytest.mark.parametrize(("folder", "spec", "force", "match"), [
+    ("proj", "spec.yaml", ["--force"], r"the output folder '.*proj' holds the build spec "
+                                       r"'spec.yaml'"),
+    ("frames", "../proj/spec.yaml", ["--force"], r"the build would replace '.*frames', which "
+                                                 r"holds the current folder"),
+    ("empty", "../proj/spec.yaml", [], r"the build would replace '.*empty', which holds the "
+                                       r"current folder"),
 ])
-def test_build_force_never_replaces_the_current_folder(work, capsys, monkeypatch, folder, spec,
-                                                        match):
+def test_build_never_replaces_the_current_folder(work, capsys, monkeypatch, folder, spec, force,
+                                                 match):
+    (work / "empty").mkdir()
     before = _snapshot(work)
     monkeypatch.chdir(work / folder)
-    code = main(["build", spec, "-o", ".", "--force", "--cache", str(work / "cache")])
+    code = main(["build", spec, "-o", ".", *force, "--cache", str(work / "cache")])
     err = capsys.readouterr().err
     assert code == 2, err
     assert "error[output-is-input]" in err and re.search(match, err), err
