@@ -6,9 +6,13 @@ from a checkout must run the same code. ``apps/detection/__main__.py`` calls ``e
 with its ``config.yaml``; the logic is here and in ``edgefuse.apps.detection`` /
 ``segmentation``.
 
-Order of a run: check the config, open the model (a wrong kind of model fails here), warm it up,
-open the source (an unreadable source fails before any output file is created), create the
-sinks, run the pipeline, print the summary. Periodic stats lines go to stderr, the summary and
+Order of a run: check the config and that no output would overwrite an input (the model, the
+config, the source) or another output, open the model (a wrong kind of model fails here), warm
+it up and rehearse one grey frame through decode, record and drawing (a layout the decoder
+refuses or a palette that cannot draw fails here), open the source (an unreadable source, or a
+folder where no image decodes, fails here), create the sinks, run the pipeline, print the
+summary. Everything that can be checked is checked before the first sink exists, so a run that
+cannot succeed leaves no output file, not even an empty one. Periodic stats lines go to stderr, the summary and
 the files written to stdout (to stderr, before the error, when a stage failed).
 """
 
