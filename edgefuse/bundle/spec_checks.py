@@ -78,6 +78,8 @@ def check(located: Located, spec_dir: Path) -> list[SpecProblem]:
 
 def _unreadable_text(file: Path) -> str | None:
     """Why ``file`` cannot be read as UTF-8 text (the end of a sentence), or None."""
+    if file.is_dir():
+        return "is a folder, not a text file"
     if not file.is_file():
         return "does not exist"
     try:
