@@ -12,8 +12,9 @@ it up and rehearse one grey frame through decode, record and drawing (a layout t
 refuses or a palette that cannot draw fails here), open the source (an unreadable source, or a
 folder where no image decodes, fails here), create the sinks, run the pipeline, print the
 summary. Everything that can be checked is checked before the first sink exists, so a run that
-cannot succeed leaves no output file, not even an empty one. Periodic stats lines go to stderr, the summary and
-the files written to stdout (to stderr, before the error, when a stage failed).
+cannot succeed leaves no output file, not even an empty one. Periodic stats lines go to
+stderr, the summary and the files written to stdout (to stderr, before the error, when a stage
+failed).
 """
 
 from __future__ import annotations
