@@ -13,10 +13,12 @@ else.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -40,22 +42,94 @@ def umask() -> int:
     return current
 
 
-def check_distinct_outputs(**paths: str | os.PathLike[str] | None) -> None:
+PathLike = str | os.PathLike[str]
+# What a verb names as one input: a path, several (a glob's files, a spec's sources), or nothing.
+Inputs = Mapping[str, Any]
+
+
+def check_distinct_outputs(**paths: PathLike | None) -> None:
     """Every output path is writable and no two name the same file (a report written over the
     model it describes would lose the model)."""
-    seen: dict[Path, str] = {}
-    for role, path in paths.items():
-        if path is None:
-            continue
-        check_output_path(path)
-        resolved = Path(path).resolve()
-        if resolved in seen:
-            raise InputError(
-                f"the {role} and the {seen[resolved]} are the same file: '{path}'",
-                hint=f"give the {role} a path of its own",
-                reference=Ref.BAD_OUTPUT_PATH,
-            )
-        seen[resolved] = role
+    for path in paths.values():
+        if path is not None:
+            check_output_path(path)
+    check_outputs_spare_inputs(paths)
+
+
+def check_outputs_spare_inputs(outputs: Mapping[str, PathLike | None],
+                               inputs: Inputs | None = None) -> None:
+    """Refuse (exit 2, before anything is written) any output that would destroy an input or
+    another output.
+
+    Why every verb calls this before it opens anything: ``--save clip.mp4`` over the source
+    video, ``--jsonl det.onnx`` over the model or ``build -o proj --force`` over the spec's own
+    folder used to succeed and lose the user's data. Two paths clash when, resolved (symbolic
+    links followed, hard links compared by inode), they are the same file or one lies inside the
+    other: a folder output holding an input would be replaced or filled around it, an output
+    written inside an input folder changes that input (an image folder, a BUILD_DIR, a bundle).
+    ``inputs`` values may be a path, several paths, or a glob pattern (its matches are compared);
+    anything else (None, a model in memory) is skipped.
+    """
+    named_inputs = [(role, path) for role, value in (inputs or {}).items()
+                    for path in _paths_of(value)]
+    named_outputs = [(role, Path(path)) for role, path in outputs.items() if path is not None]
+    for index, (role, output) in enumerate(named_outputs):
+        for input_role, path in named_inputs:
+            relation = _overlap(output, path)
+            if relation:
+                raise InputError(
+                    f"the {role} '{output}' {relation} the {input_role} '{path}': writing it "
+                    "would destroy it",
+                    hint=f"give the {role} a path outside every input",
+                    reference=Ref.OUTPUT_IS_INPUT,
+                )
+        for other_role, other in named_outputs[:index]:
+            relation = _overlap(output, other)
+            if relation == "is":
+                raise InputError(
+                    f"the {role} and the {other_role} are the same file: '{output}'",
+                    hint=f"give the {role} a path of its own",
+                    reference=Ref.BAD_OUTPUT_PATH,
+                )
+            if relation:
+                raise InputError(
+                    f"the {role} '{output}' {relation} the {other_role} '{other}'",
+                    hint=f"give the {role} a path of its own, outside the {other_role}",
+                    reference=Ref.BAD_OUTPUT_PATH,
+                )
+
+
+def _paths_of(value: Any) -> list[Path]:
+    """The existing files and folders an input names (a glob: its matches). What does not exist
+    (a catalogue name, a camera index, a URL) cannot be overwritten and is left out."""
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        if Path(text).exists():
+            return [Path(text)]
+        return [Path(match) for match in sorted(glob.glob(text, recursive=True))] \
+            if glob.has_magic(text) else []
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [path for item in value for path in _paths_of(item)]
+    return []  # None, or a model in memory (a ModelProto, a torch module): no file to destroy
+
+
+def _overlap(output: Path, other: Path) -> str | None:
+    """How ``output`` clashes with ``other``: "is", "holds", "lies inside", or None."""
+    mine, theirs = output.resolve(), other.resolve()
+    if mine == theirs or _same_inode(output, other):
+        return "is"
+    if mine in theirs.parents:
+        return "holds"
+    if theirs in mine.parents:
+        return "lies inside"
+    return None
+
+
+def _same_inode(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
 
 
 def cannot_write(where: str | os.PathLike[str], exc: OSError) -> InputError:
@@ -65,6 +139,25 @@ def cannot_write(where: str | os.PathLike[str], exc: OSError) -> InputError:
         hint="choose an output folder you can write to, or fix its permissions (ls -ld)",
         reference=Ref.CANNOT_WRITE,
     )
+
+
+def temporary_file_beside(path: PathLike, suffix: str) -> Path:
+    """An empty 0600 file next to ``path`` to write before renaming; a user error when the
+    folder cannot be written."""
+    target = Path(path)
+    parent = check_output_path(target)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=parent)
+    except OSError as exc:
+        raise cannot_write(parent, exc) from exc
+    os.close(fd)
+    return Path(name)
+
+
+def check_folder_writable(folder: PathLike) -> None:
+    """A user error now, when an existing ``folder`` cannot take new files (read-only, another
+    owner's), instead of an OSError at the first file written in it."""
+    temporary_file_beside(Path(folder) / "probe", ".tmp").unlink()
 
 
 def temporary_directory_in(parent: str | os.PathLike[str], prefix: str) -> Path:
@@ -107,14 +200,7 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
 def atomic_output(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it to ``path`` only if the block succeeds."""
     target = Path(path)
-    parent = check_output_path(target)
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix or ".tmp",
-                                        dir=parent)
-    except OSError as exc:
-        raise cannot_write(parent, exc) from exc
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = temporary_file_beside(target, suffix or ".tmp")
     try:
         yield tmp
         os.chmod(tmp, FILE_MODE & ~umask())

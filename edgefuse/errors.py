@@ -49,6 +49,8 @@ class Ref(str, enum.Enum):
     BAD_ARGUMENT = "bad-argument", "an argument is of the wrong type or outside its range"
     MODEL_NOT_FOUND = "model-not-found", "the model path does not exist"
     BAD_OUTPUT_PATH = "bad-output-path", "an output path cannot be written as asked"
+    OUTPUT_IS_INPUT = (
+        "output-is-input", "an output path is an input, holds one or lies inside one")
     BAD_MODEL_FILE = "bad-model-file", "a model file has a suffix edgefuse cannot read"
     BAD_MODEL_SOURCE = "bad-model-source", "what was passed as a model is not one"
     NOT_ONNX = "not-onnx", "a file given as ONNX does not parse as an ONNX model"
@@ -63,6 +65,7 @@ class Ref(str, enum.Enum):
     OPSET_CONVERSION_MISMATCH = (
         "opset-conversion-mismatch", "the opset conversion changed the model's outputs")
     NOT_FP32_MODEL = "not-fp32-model", "quantize needs an FP32 model"
+    NON_FINITE_WEIGHTS = "non-finite-weights", "the model's weights hold NaN or Inf"
     ALREADY_FP16 = "already-fp16", "the model already holds FP16 tensors"
 
     # --- PyTorch sources --------------------------------------------------------------------------
@@ -181,6 +184,8 @@ class Ref(str, enum.Enum):
     BUILD_GATE_FAILED = "build-gate-failed", "a model missed one of its spec's verify gates"
     MODEL_BUILD_FAILED = "model-build-failed", "one or more models of the spec failed to build"
     BAD_SHARD = "bad-shard", "--shard is not K/N with 1 <= K <= N"
+    BAD_SOURCE_DATE_EPOCH = (
+        "bad-source-date-epoch", "SOURCE_DATE_EPOCH is not whole seconds in 1980..2100")
     BAD_BUNDLE = "bad-bundle", "a bundle or its MANIFEST.json is malformed"
     BUNDLE_FILE_MODIFIED = "bundle-file-modified", "a bundle file does not match MANIFEST.json"
     UNSAFE_ARCHIVE = "unsafe-archive", "an archive member could write outside the bundle"

@@ -13,21 +13,25 @@ and class names come from the model's app info when it carries them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from edgefuse import _records as rec
 from edgefuse.apps import analytics
-from edgefuse.errors import Ref
+from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import ACTIVATIONS, LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
+from edgefuse.vision.draw import palette
 from edgefuse.vision.streams.live_files import Rotation
 from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
 from edgefuse.vision.track.byte_tracker import TrackerOptions
 
 _REF = Ref.BAD_CONFIG
+# OpenCV takes its stream timeouts in whole milliseconds, and 0 as "wait forever".
+MIN_TIMEOUT_S = 0.001
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +187,12 @@ def _record(kind: type) -> Callable[[Any, str, str], Any]:
         for name, current in merged.items():
             if current is not None and name != "fourcc":
                 rec.number(current, f"{key}.{name}", where, _REF, low=0)
+        timeout = merged.get("timeout_s")
+        if timeout is not None and not MIN_TIMEOUT_S <= timeout < math.inf:
+            raise rec.bad(f"'{key}.timeout_s' must be a finite number of seconds of at least "
+                          f"{MIN_TIMEOUT_S}, got {timeout!r}", where, _REF,
+                          hint="OpenCV reads 0 as no timeout: a server that accepts and never "
+                               "answers would hang the app forever")
         if merged.get("fourcc") is not None and (
                 not isinstance(merged["fourcc"], str) or len(merged["fourcc"]) != 4):
             raise rec.bad(f"'{key}.fourcc' must be four characters such as MJPG", where, _REF)
@@ -216,12 +226,20 @@ def _above_zero(value: Any, key: str, where: str) -> float:
 
 
 def _palette(value: Any, key: str, where: str) -> str | tuple[Any, ...]:
+    """A palette name or colour list that draws: checked now, not at the first drawn frame."""
     if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)) and value:
-        return tuple(tuple(v) if isinstance(v, list) else v for v in value)
-    raise rec.bad(f"'{key}' must be a palette name or a list of colours, got {value!r}", where,
-                  _REF)
+        checked: str | tuple[Any, ...] = value
+    elif isinstance(value, (list, tuple)) and value:
+        checked = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+    else:
+        raise rec.bad(f"'{key}' must be a palette name or a list of colours, got {value!r}",
+                      where, _REF)
+    try:
+        palette.palette(checked)
+    except InputError as exc:
+        raise rec.bad(f"'{key}': {exc.message}", where, Ref.BAD_PALETTE,
+                      hint=exc.hint) from None
+    return checked
 
 
 CHECKS: dict[str, Callable[[Any, str, str], Any]] = {

@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_app(config_from_args(DetectionConfig, args, TASK_FLAGS), make_detector)
+    return run_app(config_from_args(DetectionConfig, args, TASK_FLAGS), make_detector,
+                   config_file=args.config)
 
 
 def make_detector(session: Session, info: AppInfo | None, source: ModelSource,

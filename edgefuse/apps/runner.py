@@ -6,12 +6,17 @@ from a checkout must run the same code. ``apps/detection/__main__.py`` calls ``e
 with its ``config.yaml``; the logic is here and in ``edgefuse.apps.detection`` /
 ``segmentation``.
 
-Order of a run: check the config, open the model (a wrong kind of model fails here), warm it up,
-open the source (an unreadable source fails before any output file is created), create the
-sinks, run the pipeline, print the summary. SIGTERM, SIGHUP and Ctrl-C stop it cleanly
-(``stopping.py``: exit 0, or 130 for Ctrl-C); under systemd it reports ready, alive and stopping
-(``systemd.py``). Periodic stats lines go to stderr, the summary and
-the files written to stdout (to stderr, before the error, when a stage failed).
+Order of a run: check the config and that no output would overwrite an input (the model, the
+config, the source) or another output, open the model (a wrong kind of model fails here), warm
+it up and rehearse one grey frame through decode, record and drawing (a layout the decoder
+refuses or a palette that cannot draw fails here), open the source (an unreadable source, or a
+folder where no image decodes, fails here), create the sinks, run the pipeline, print the
+summary. Everything that can be checked is checked before the first sink exists, so a run that
+cannot succeed leaves no output file, not even an empty one. SIGTERM, SIGHUP and Ctrl-C stop it
+cleanly (``stopping.py``: exit 0, or 130 for Ctrl-C); under systemd it reports ready, alive and
+stopping (``systemd.py``). Periodic stats lines go to
+stderr, the summary and the files written to stdout (to stderr, before the error, when a stage
+failed).
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from edgefuse._files import check_outputs_spare_inputs
 from edgefuse.apps import analytics
 from edgefuse.apps import config as app_config
 from edgefuse.apps.config import AppConfig
@@ -105,7 +113,7 @@ def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
     return app_config.from_mapping(kind, given, "command line", base=config)
 
 
-def run_app(config: AppConfig, make_task: MakeTask) -> int:
+def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None = None) -> int:
     """Open everything the config names and run the pipeline; returns the exit code."""
     if not config.model:
         raise InputError("no model given", hint="pass --model, or set 'model:' in the config",
@@ -113,6 +121,10 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
     if config.source is None:
         raise InputError("no source given", hint="pass --source, or set 'source:' in the config",
                          reference=Ref.BAD_CONFIG)
+    check_outputs_spare_inputs(
+        {"--save output": config.save, "--jsonl output": config.jsonl},
+        {"model": config.model, "config": config_file,
+         "source": config.source if isinstance(config.source, str) else None})
     model_source, info = resolve_model(config.model)
     options: dict[str, Any] = {"device_id": config.device_id}
     if config.threads is not None:
@@ -121,6 +133,7 @@ def run_app(config: AppConfig, make_task: MakeTask) -> int:
             contextlib.ExitStack() as resources:
         task = make_task(session, info, model_source, config)
         task.warm_up()
+        rehearse(task, draws=bool(config.save or config.show))
         extras = analytics.AnalyticsSetup(analytics.of(config), [STREAM])
         resources.callback(extras.close)
         task = extras.wrap(task, STREAM)
@@ -184,6 +197,18 @@ def live_stats(stats: PipelineStats) -> dict[str, Any]:
         shown.update(latency_p50_ms=round(latency.p50_ms, 2),
                      latency_p95_ms=round(latency.p95_ms, 2))
     return shown
+
+
+def rehearse(task: VisionModel, *, draws: bool) -> None:
+    """One grey frame through every stage the run will use (decode, record, drawing), before any
+    sink exists: an output layout the decoder cannot read or a palette that cannot draw fails
+    here, so a failed run leaves no output file behind (not even an empty one)."""
+    height, width = task.plan.preprocess.size
+    image = np.full((height, width, 3), 114, np.uint8)
+    result = task(image)
+    task.describe(result)
+    if draws:
+        task.annotate(image, result)
 
 
 def make_sinks(config: AppConfig, *, live: bool = False) -> list[Sink]:

@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_app(config_from_args(SegmentationConfig, args, TASK_FLAGS), make_segmenter)
+    return run_app(config_from_args(SegmentationConfig, args, TASK_FLAGS), make_segmenter,
+                   config_file=args.config)
 
 
 def make_segmenter(session: Session, info: AppInfo | None, source: ModelSource,

@@ -30,7 +30,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edgefuse._files import publish_directory, temporary_directory_in, write_text
+from edgefuse._files import (
+    check_outputs_spare_inputs,
+    publish_directory,
+    temporary_directory_in,
+    write_text,
+)
 from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
 from edgefuse.bundle.assemble import assemble
@@ -78,21 +83,37 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return int(head), int(tail)
 
 
+# The latest SOURCE_DATE_EPOCH, as the spec's schema (reproducibility.source_date_epoch) has it.
+LATEST_EPOCH = 4102444800  # 2100-01-01T00:00:00Z
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "edgefuse" / "build"
 
 
 def source_date_epoch(spec: BuildSpec) -> int:
-    """SOURCE_DATE_EPOCH from the environment, else the spec's, else 1980-01-01."""
+    """SOURCE_DATE_EPOCH from the environment, else the spec's, else 1980-01-01.
+
+    Checked against the range the spec's schema allows (zip entries start in 1980, gzip's header
+    holds 32 bits) before anything is built: a value in milliseconds used to fail in the gzip
+    header once every model was built.
+    """
     text = os.environ.get("SOURCE_DATE_EPOCH")
     if text is None or text == "":
         return spec.source_date_epoch if spec.source_date_epoch is not None else DEFAULT_EPOCH
+    hint = "e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)"
     if not text.isdigit():
-        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds",
-                         hint="e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)",
-                         reference=Ref.BAD_ARGUMENT)
-    return int(text)
+        raise InputError(f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds", hint=hint,
+                         reference=Ref.BAD_SOURCE_DATE_EPOCH)
+    epoch = int(text)
+    if not DEFAULT_EPOCH <= epoch <= LATEST_EPOCH:
+        raise InputError(
+            f"SOURCE_DATE_EPOCH={text} is outside {DEFAULT_EPOCH}..{LATEST_EPOCH} "
+            "(1980-01-01..2100-01-01 in seconds)",
+            hint=f"{hint}; a value in milliseconds is 1000 times too large",
+            reference=Ref.BAD_SOURCE_DATE_EPOCH)
+    return epoch
 
 
 def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] | None, *,
@@ -112,12 +133,17 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         raise InputError(f"--jobs must be a whole number >= 1, got {jobs!r}",
                          reference=Ref.BAD_ARGUMENT)
     out = Path(output_dir) if output_dir is not None else None
+    if out is not None and out.name in ("", ".."):  # "-o ." names the folder by its path
+        out = out.resolve()
+    cache_root = Path(cache_dir) if cache_dir else spec.cache_dir or default_cache_dir()
     if slice_ is None:
         if out is None:
             raise InputError("give -o OUT_DIR (only a --shard run assembles nothing)",
                              reference=Ref.BAD_USAGE)
+        check_outputs_spare_inputs({"output folder": out},
+                                   {**spec_inputs(spec), "cache folder": cache_root})
         _check_output_dir(out, force)
-    epoch = source_date_epoch(spec)
+    epoch = source_date_epoch(spec)  # before any model is built: a bad value fails now
     if build_number is None:
         build_number = epoch
     if isinstance(build_number, bool) or not isinstance(build_number, int) or build_number < 0:
@@ -133,8 +159,7 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         raise InputError("--emit k8s needs an app: the spec has no 'app' section to run",
                          hint="add an app (see examples/tiny-camera.yaml)",
                          reference=Ref.BAD_ARGUMENT)
-    cache = Cache(Path(cache_dir) if cache_dir else spec.cache_dir or default_cache_dir(),
-                  read=use_cache)
+    cache = Cache(cache_root, read=use_cache)
     models = list(spec.models)
     if slice_ is not None:
         index, count = slice_
@@ -179,6 +204,17 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                         seconds)
 
 
+def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
+    """Every file or folder the build reads, by role: none may lie in (or be) the output."""
+    models = spec.models
+    classes = [spec.directory / m["classes"] for m in spec.document.get("models", [])
+               if isinstance(m.get("classes"), str)]
+    return {"build spec": spec.path,
+            "model source": [m.source_file for m in models if m.source_file is not None],
+            "calibration inputs": [m.calibration for m in models if m.calibration is not None],
+            "class-name file": classes}
+
+
 def _check_output_dir(out: Path, force: bool) -> None:
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
@@ -187,6 +223,12 @@ def _check_output_dir(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"'{out}' is a file, not an output folder",
                          hint="choose another -o", reference=Ref.BAD_OUTPUT_PATH)
+    here = Path.cwd()
+    if out.exists() and (out.resolve() == here or out.resolve() in here.parents):
+        # The new bundle folder replaces OUT_DIR whole: not the folder a shell is working in.
+        raise InputError(f"the build would replace '{out}', which holds the current folder",
+                         hint="choose a new or empty -o folder, outside the one you work in",
+                         reference=Ref.OUTPUT_IS_INPUT)
     if out.exists() and not force and any(out.iterdir()):
         raise InputError(f"'{out}' exists and is not empty",
                          hint="choose another -o, or pass --force to replace it (atomically)",

@@ -57,6 +57,8 @@ def check_archive(path: Path) -> str:
     try:
         with tarfile.open(path, "r:gz") as archive:
             members = archive.getmembers()  # reads to the end: a truncated file fails here
+    except PermissionError as exc:
+        raise _cannot_read(path, exc) from exc
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise InputError(f"'{path}' is truncated or not a .tar.gz ({exc})",
                          hint="copy the archive again; nothing was installed",
@@ -89,6 +91,19 @@ def check_archive(path: Path) -> str:
     return top
 
 
+def _cannot_read(path: Path, exc: OSError) -> InputError:
+    return InputError(f"cannot read '{path}': {exc.strerror or exc}",
+                      hint="check the file's permissions (ls -l); run as a user who may read "
+                           "the whole bundle", reference=Ref.CANNOT_READ)
+
+
+def _digest(path: Path) -> str:
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        raise _cannot_read(path, exc) from exc
+
+
 def extract(path: Path, into: Path) -> Path:
     """Check, then extract the archive into ``into``; returns the bundle folder."""
     top = check_archive(path)
@@ -107,13 +122,18 @@ def verify_tree(folder: Path, keys: Sequence[Path] = ()) -> dict[str, Any]:
     if not manifest_path.is_file():
         raise InputError(f"'{folder}' has no {MANIFEST}: not an edgefuse bundle",
                          reference=Ref.BAD_BUNDLE)
-    text = manifest_path.read_text(encoding="utf-8")
     try:
+        text = manifest_path.read_text(encoding="utf-8")
         claimed, actual = manifest_self_digest(text)
         data = json.loads(text)
-    except ValueError as exc:
+    except OSError as exc:
+        raise _cannot_read(manifest_path, exc) from exc
+    except ValueError as exc:  # UnicodeDecodeError included: a binary file is not JSON either
         raise InputError(f"{manifest_path} was modified or damaged: it is not JSON ({exc})",
                          hint="copy the bundle again", reference=Ref.BUNDLE_FILE_MODIFIED) from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{manifest_path} holds a JSON {type(data).__name__}, not an object",
+                         hint="copy the bundle again", reference=Ref.BAD_BUNDLE)
     if claimed is None:
         raise InputError(f"{manifest_path} carries no manifest_sha256: damaged or not a bundle",
                          reference=Ref.BAD_BUNDLE)
@@ -149,7 +169,7 @@ def verify_tree(folder: Path, keys: Sequence[Path] = ()) -> dict[str, Any]:
             hint="copy the whole bundle again; nothing was installed",
             reference=Ref.BUNDLE_FILE_MODIFIED)
     changed = [name for name, digest in sorted(listed.items())
-               if file_sha256(folder / name) != digest]
+               if _digest(folder / name) != digest]
     if changed:
         raise InputError(f"{len(changed)} file(s) of '{folder}' do not match {MANIFEST}",
                          context="\n".join(changed[:10]),

@@ -76,6 +76,21 @@ def check(located: Located, spec_dir: Path) -> list[SpecProblem]:
     return problems
 
 
+def _unreadable_text(file: Path) -> str | None:
+    """Why ``file`` cannot be read as UTF-8 text (the end of a sentence), or None."""
+    if file.is_dir():
+        return "is a folder, not a text file"
+    if not file.is_file():
+        return "does not exist"
+    try:
+        file.read_text(encoding="utf-8")
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    except UnicodeDecodeError as exc:
+        return f"is not UTF-8 text (byte {exc.start})"
+    return None
+
+
 def _target(target: Any, located: Located) -> list[SpecProblem]:
     if not isinstance(target, Mapping) or not isinstance(target.get("soc"), str):
         return []
@@ -130,10 +145,12 @@ def _model(model: Mapping[str, Any], path: Path_, located: Located,
                               "give a folder of images or .npz files, or a video, relative to "
                               "the spec; or leave calibration out for seeded random inputs")
     classes = model.get("classes")
-    if isinstance(classes, str) and not (spec_dir / classes).is_file():
-        yield SpecProblem(*at("classes"), f"class-name file '{classes}' does not exist",
-                          "give a text file with one name per line, relative to the spec, or "
-                          "a list: `classes: [circle, square]`")
+    if isinstance(classes, str):
+        problem = _unreadable_text(spec_dir / classes)
+        if problem:
+            yield SpecProblem(*at("classes"), f"class-name file '{classes}' {problem}",
+                              "give a UTF-8 text file with one name per line, relative to the "
+                              "spec, or a list: `classes: [circle, square]`")
     for key, record in (("aipp", AippSpec.from_dict), ("preprocess", _preprocess),
                         ("postprocess", Postprocess.from_dict)):
         value = model.get(key)

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from edgefuse._files import write_text
+from edgefuse._files import check_outputs_spare_inputs, write_text
 from edgefuse.benchmark import bench
 from edgefuse.cli._session_args import (
     add_inputs_argument,
@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--soc is for the profile's floor: give it with --profile",
                          reference=Ref.BAD_USAGE)
     peaks = soc_peaks(args.soc) if args.soc else None  # a typo fails before minutes of timing
+    check_outputs_spare_inputs(
+        {"--json report": args.json},
+        {"model": args.model, "inputs": args.inputs, "torch model": args.torch})
     report = bench(
         args.model,
         backends_from(args),

@@ -20,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from edgefuse._files import check_output_path, write_text
+from edgefuse._files import check_output_path, check_outputs_spare_inputs, write_text
 from edgefuse.bundle.bundle_check import verify_bundle
 from edgefuse.errors import EdgefuseError, Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.json:
         check_output_path(args.json)
+    check_outputs_spare_inputs({"--json report": args.json}, {"bundle": args.bundle})
     report = verify_bundle(args.bundle, backends=tuple(args.backend or DEFAULT_BACKENDS),
                            run_models=not args.no_run,
                            keys=tuple(Path(key) for key in args.key or ()))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from edgefuse._files import check_outputs_spare_inputs
 from edgefuse.acl.atc.options import OUTPUT_TYPES, PRECISION_MODES
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.compile import (
@@ -92,6 +93,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_outputs_spare_inputs(
+        {"BUILD_DIR": args.output},
+        {"model": args.model, "AIPP spec": args.aipp, "precision report": args.keep_fp32_from})
     keep = read_keep_fp32(args.keep_fp32_from) if args.keep_fp32_from else NOTHING_KEPT
     result = compile_model(
         args.model,

@@ -11,9 +11,11 @@ import argparse
 from pathlib import Path
 
 from edgefuse._checks import integer_at_least
-from edgefuse._files import cannot_write
+from edgefuse._files import cannot_write, check_folder_writable, check_outputs_spare_inputs
 from edgefuse.demo.run import run_demo
 from edgefuse.errors import InputError, Ref
+from edgefuse.models._trained import WEIGHTS_DIR
+from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 
 DEFAULT_WORKDIR = "edgefuse-demo"
 
@@ -33,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     frames = None if args.max_frames is None else integer_at_least("--max-frames",
                                                                    args.max_frames, 1)
     workdir = Path(args.workdir)
+    check_outputs_spare_inputs({"--workdir": workdir},
+                               {"sample clip": SAMPLE_CLIP, "shipped weights": WEIGHTS_DIR})
     if workdir.exists() and not workdir.is_dir():
         raise InputError(f"--workdir '{workdir}' is a file, not a folder",
                          hint="name a folder (it is created if missing)",
@@ -41,4 +45,5 @@ def run(args: argparse.Namespace) -> int:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise cannot_write(workdir.parent, exc) from exc
+    check_folder_writable(workdir)
     return run_demo(workdir, threads=threads, max_frames=frames)

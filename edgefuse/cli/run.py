@@ -23,7 +23,7 @@ import logging
 
 import numpy as np
 
-from edgefuse._files import atomic_output, check_distinct_outputs
+from edgefuse._files import atomic_output, check_distinct_outputs, check_outputs_spare_inputs
 from edgefuse.cli._session_args import (
     add_inputs_argument,
     add_session_arguments,
@@ -58,6 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_distinct_outputs(save=args.save, record=args.record)
+    check_outputs_spare_inputs(
+        {"--save output": args.save, "--record output": args.record},
+        {"model": args.model, "--inputs": args.inputs, "--frames": args.frames,
+         "--input files": [item.partition("=")[2] for item in args.input]})
     if args.frames and (args.inputs or args.input):
         raise InputError("--frames and --inputs/--input both give the inputs",
                          hint="give one of them", reference=Ref.BAD_INPUT_ARGUMENT)

@@ -31,7 +31,7 @@ import argparse
 import json
 
 from edgefuse._checks import non_negative_number, number_in
-from edgefuse._files import check_output_path, write_text
+from edgefuse._files import check_output_path, check_outputs_spare_inputs, write_text
 from edgefuse.cli._session_args import (
     add_backend_arguments,
     add_inputs_argument,
@@ -124,6 +124,8 @@ def _run_against(args: argparse.Namespace) -> int:
         non_negative_number("max_rel_l2", args.max_rel_l2)
     if args.json:
         check_output_path(args.json)
+    check_outputs_spare_inputs({"--json report": args.json},
+                               {"recording": args.against, "model": args.reference})
     result = check_against(args.against, args.reference, backends_from(args), strict=args.strict,
                            min_cosine=args.min_cosine, max_rel_l2=args.max_rel_l2,
                            **session_options(args))

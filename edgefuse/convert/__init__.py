@@ -18,7 +18,7 @@ from typing import Any
 
 import onnx
 
-from edgefuse._files import save_onnx
+from edgefuse._files import check_outputs_spare_inputs, save_onnx
 from edgefuse.convert.canonical import SUPPORTED_OPSETS, canonicalize
 from edgefuse.convert.input_spec import InputShapes, normalize_shapes, resolve_unnamed
 from edgefuse.convert.onnx_load import graph_input_names, load_onnx
@@ -65,6 +65,7 @@ def convert(
     _check_options(opset, exporter)
     if output is not None:
         _check_output_path(Path(output))
+        check_outputs_spare_inputs({"output": output}, {"source": source})
     loaded = _load_source(source, shapes, example_inputs, opset, exporter)
     canonical = canonicalize(
         loaded.model, input_shapes=loaded.fixed_shapes, opset=opset, provenance=loaded.provenance

@@ -26,8 +26,9 @@ KNOWN_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "edgefu
 _LISTED = 8  # how many offending nodes or names an error message lists
 
 
-def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
-    """Parse an ONNX file and its external data into one in-memory model."""
+def load_onnx(path: str | os.PathLike[str], *, external_data: bool = True) -> onnx.ModelProto:
+    """Parse an ONNX file and (unless told not to: a reader of its metadata only) its external
+    data into one in-memory model."""
     source = Path(path)
     if not source.exists():
         raise InputError(
@@ -40,7 +41,8 @@ def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
                          reference=Ref.BAD_MODEL_FILE)
     data = read_bytes(source)
     model = _parse(data, source)
-    _load_external_data(model, source)
+    if external_data:
+        _load_external_data(model, source)
     return model
 
 
@@ -79,6 +81,41 @@ def load_model(
         model = source
     check_structure(model)
     return model
+
+
+def check_output_shapes(model: onnx.ModelProto, *, where: str = "the model") -> None:
+    """Every graph output has a shape, declared or inferable; a user error naming them if not.
+
+    Why on the input: a stage that checks only its result (optimize, quantize) would otherwise
+    blame itself ("optimize produced a model the checker rejects", exit 3) for what the input
+    brought: an output computed from a custom-domain op, whose shapes ONNX cannot infer, and
+    declared without a shape. A shapeless output of standard ops is fine: inference fills it in.
+    """
+    shapeless = _shapeless_outputs(model)
+    if shapeless:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+            inferred = model  # what inference refuses, the checks after loading report
+        shapeless = _shapeless_outputs(inferred)
+    if not shapeless:
+        return
+    custom = sorted({f"{node.domain}::{node.op_type}" for node in model.graph.node
+                     if node.domain not in ("", "ai.onnx", "ai.onnx.ml")})
+    raise ModelLoadError(
+        f"{where}: graph output(s) {', '.join(shapeless[:_LISTED])} have no shape, and ONNX "
+        "shape inference cannot give them one",
+        context=f"custom-domain ops it cannot infer through: {', '.join(custom[:_LISTED])}"
+        if custom else None,
+        hint="declare the outputs' shapes where the model is exported (for example "
+             "onnx.helper.make_tensor_value_info(name, elem_type, shape) in graph.output)",
+        reference=Ref.INVALID_MODEL,
+    )
+
+
+def _shapeless_outputs(model: onnx.ModelProto) -> list[str]:
+    return [value.name for value in model.graph.output
+            if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
 
 
 def check_structure(model: onnx.ModelProto, *, where: str = "the model") -> None:

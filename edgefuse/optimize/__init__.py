@@ -15,9 +15,14 @@ from collections.abc import Sequence
 import onnx
 import onnx_ir as ir
 
-from edgefuse._files import check_distinct_outputs, save_onnx, write_text
+from edgefuse._files import (
+    check_distinct_outputs,
+    check_outputs_spare_inputs,
+    save_onnx,
+    write_text,
+)
 from edgefuse.acl.ops.spec import DOMAIN
-from edgefuse.convert.onnx_load import load_model
+from edgefuse.convert.onnx_load import check_output_shapes, load_model
 from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from edgefuse.optimize.pipeline import pipeline_for, run_pipeline, select_rules
 from edgefuse.optimize.report import RewriteReport
@@ -55,8 +60,14 @@ def optimize(
     pipeline = pipeline_for(target)
     rules = select_rules(pipeline.rules, only, skip)
     check_distinct_outputs(model=output, report=report_path)
+    check_outputs_spare_inputs({"model": output, "report": report_path}, {"input model": model})
     in_ir = isinstance(model, ir.Model)
-    ir_model = model.clone() if in_ir else ir.serde.deserialize_model(load_model(model, copy=False))
+    if in_ir:
+        ir_model = model.clone()
+    else:
+        proto = load_model(model, copy=False)
+        check_output_shapes(proto, where=_describe(model))
+        ir_model = ir.serde.deserialize_model(proto)
     _initializers_out_of_inputs(ir_model)
     foreign = _foreign_ops(ir_model)
     report = run_pipeline(ir_model, pipeline, rules)
@@ -114,6 +125,10 @@ def _initializers_out_of_inputs(model: ir.Model) -> None:
     for value in [v for v in inputs if v.name in model.graph.initializers]:
         inputs.remove(value)
     model.ir_version = 4
+
+
+def _describe(model: object) -> str:
+    return f"'{model}'" if isinstance(model, (str, os.PathLike)) else "the model"
 
 
 def _check(model: onnx.ModelProto) -> None:

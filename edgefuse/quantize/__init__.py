@@ -13,16 +13,21 @@ import dataclasses
 import difflib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from edgefuse._checks import integer_at_least, number_in
-from edgefuse._files import check_distinct_outputs, save_onnx, write_text
+from edgefuse._files import (
+    check_distinct_outputs,
+    check_outputs_spare_inputs,
+    save_onnx,
+    write_text,
+)
 from edgefuse.acl.build.precision import plan_keep_fp32
-from edgefuse.convert.onnx_load import load_model
+from edgefuse.convert.onnx_load import check_output_shapes, load_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.optimize import OPTIMIZED_KEY, OptimizeResult, optimize
 from edgefuse.preprocess import Preprocess
@@ -108,10 +113,15 @@ def quantize(
     seed = integer_at_least("seed", seed, 0)
     min_cosine = number_in("min_cosine", min_cosine, -1.0, 1.0)
     check_distinct_outputs(model=output, report=report_path)
+    check_outputs_spare_inputs({"model": output, "report": report_path},
+                               {"input model": model, "calibration inputs": inputs})
     items = _keep_items(keep_fp32)
     original = load_model(model)
+    check_output_shapes(original, where=f"'{model}'" if isinstance(model, (str, os.PathLike))
+                       else "the model")
     fp32 = ir.serde.deserialize_model(original)  # the one proto -> IR conversion
     check_float32_model(fp32)
+    _check_finite_constants(original)
     feeds = feed_set(input_specs(original), inputs, seed=seed, samples=samples,
                      preprocess=calibration_preprocess(original, preprocess))
     misfits = _misfit_constants(original)
@@ -263,22 +273,52 @@ def _user_decisions(model: ir.Model, items: list[str]) -> tuple[dict[str, Decisi
 
 def _misfit_constants(model: onnx.ModelProto) -> dict[str, tuple[str, str, list[str]]]:
     """Float constants of the input model that do not fit FP16, with the nodes that read them."""
+    readers = _readers(model)
+    found = {}
+    for name, values in _float32_constants(model):
+        problem = fp16_misfit(values)
+        if problem is not None:
+            found[name] = (*problem, readers.get(name, []))
+    return found
+
+
+def _check_finite_constants(model: onnx.ModelProto) -> None:
+    """Refuse weights holding NaN or Inf before anything is written: no FP16 model of them can
+    pass the gate, and the FP32 model they come from is already broken."""
+    readers = _readers(model)
+    broken = []
+    for name, values in _float32_constants(model):
+        bad = int(values.size - np.count_nonzero(np.isfinite(values)))
+        if bad:
+            read_by = ", ".join(readers.get(name, [])[:2]) or "no node"
+            broken.append(f"'{name}': {bad} of {values.size} value(s) NaN or Inf (read by "
+                          f"{read_by})")
+    if broken:
+        raise InputError(
+            f"{len(broken)} weight tensor(s) of the model hold NaN or Inf",
+            context="\n".join(broken[:8]),
+            hint="fix the FP32 model first (a diverged training run, a bad export or a corrupted "
+                 "file); `edgefuse verify MODEL MODEL --per-layer` shows where NaN appears",
+            reference=Ref.NON_FINITE_WEIGHTS)
+
+
+def _readers(model: onnx.ModelProto) -> dict[str, list[str]]:
     readers: dict[str, list[str]] = {}
     for node in model.graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(f"{node.op_type} '{node.name}'")
+    return readers
+
+
+def _float32_constants(model: onnx.ModelProto) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, values) of every float32 initializer and Constant of the main graph."""
     tensors = [(init.name, init) for init in model.graph.initializer]
     tensors += [(node.output[0], attribute.t) for node in model.graph.node
                 if node.op_type == "Constant" for attribute in node.attribute
                 if attribute.name == "value"]
-    found = {}
     for name, tensor in tensors:
-        if tensor.data_type != onnx.TensorProto.FLOAT:
-            continue
-        problem = fp16_misfit(onnx.numpy_helper.to_array(tensor))
-        if problem is not None:
-            found[name] = (*problem, readers.get(name, []))
-    return found
+        if tensor.data_type == onnx.TensorProto.FLOAT:
+            yield name, onnx.numpy_helper.to_array(tensor)
 
 
 def _optimize_summary(optimized: OptimizeResult | None) -> dict:

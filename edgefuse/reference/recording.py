@@ -141,9 +141,10 @@ def load_recording(path: str | os.PathLike[str] | Recording) -> Recording:
     if isinstance(path, Recording):
         return path
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                raise ValueError("it holds a single array, not a recording")
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # an .npy: an array, no context manager
+            raise ValueError("it holds a single array (an .npy), not a recording")
+        with data:
             arrays = {name: data[name] for name in data.files}
     except FileNotFoundError as exc:
         raise InputError(f"no such recording: '{path}'", reference=Ref.FILE_NOT_FOUND) from exc
@@ -161,6 +162,7 @@ def load_recording(path: str | os.PathLike[str] | Recording) -> Recording:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else None
         raise _bad(path, f"its format is {found!r}, this edgefuse reads {FORMAT!r}")
+    _check_meta_types(path, meta)
     count = meta.get("samples")
     if not isinstance(count, int) or count < 1:
         raise _bad(path, f"'samples' in its meta is {count!r}")
@@ -212,6 +214,20 @@ def _legacy_golden(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray
             "seed": record.get("seed"), "samples": 1,
             "inputs": list(sample.inputs), "outputs": list(sample.outputs)}
     return Recording((sample,), meta)
+
+
+def _check_meta_types(path: str | os.PathLike[str], meta: Mapping[str, Any]) -> None:
+    """The meta keys a replay reads are text (or null), ``build`` an object of text: a hand-edited
+    or foreign recording is refused here, not by an AttributeError in a replay."""
+    build = meta.get("build")
+    if build is not None and not isinstance(build, dict):
+        raise _bad(path, f"'build' in its meta is {build!r}, not an object")
+    fields = {key: meta.get(key) for key in ("backend", "soc", "edgefuse_version", "created_by")}
+    fields.update({f"build.{key}": value for key, value in (build or {}).items()})
+    wrong = [key for key, value in fields.items() if not isinstance(value, (str, type(None)))]
+    if wrong:
+        raise _bad(path, f"{', '.join(wrong)} in its meta must be text, got "
+                         f"{', '.join(repr(fields[key]) for key in wrong)}")
 
 
 def _sample_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 
 from edgefuse._checks import integer_at_least, non_negative_number, number_in
-from edgefuse._files import check_output_path, write_text
+from edgefuse._files import check_distinct_outputs, check_outputs_spare_inputs, write_text
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.preprocess import Preprocess
 from edgefuse.reference.compare import Gate, OutputAgreement, compare_outputs, degenerate_outputs
@@ -160,9 +160,9 @@ def verify(
         min_task_score = number_in("min_task_score", min_task_score, 0.0, 1.0)
     if gt_conf is not None:
         gt_conf = number_in("gt_conf", gt_conf, 0.0, 1.0)
-    for path in (json_path, plot_path):
-        if path is not None:
-            check_output_path(path)
+    check_distinct_outputs(report=json_path, plot=plot_path)
+    check_outputs_spare_inputs({"report": json_path, "plot": plot_path},
+                               {"reference": reference, "candidate": candidate, "inputs": inputs})
     ref_model = load_model(reference, copy=False)
     cand_model = load_model(candidate, copy=False)
     feeds_list = feed_set(input_specs(ref_model), inputs, seed=seed, samples=samples,

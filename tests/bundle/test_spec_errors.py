@@ -223,3 +223,36 @@ def test_the_schema_is_printed_for_editors(capsys):
     assert main(["build", "--schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert schema["properties"]["apiVersion"]["const"] == "edgefuse/v1"
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"circle\n\xff\xfesquare\n", r"class-name file 'names.txt' is not UTF-8 text \(byte 7\)"),
+    (None, r"class-name file 'names.txt' is a folder, not a text file"),
+])
+def test_a_classes_file_that_is_not_text_is_a_spec_problem(tmp_path, content, problem):
+    if content is None:
+        (tmp_path / "names.txt").mkdir()
+    else:
+        (tmp_path / "names.txt").write_bytes(content)
+    text = _edit("    source: yolov8n:tiny\n", "    source: yolov8n:tiny\n    classes: names.txt\n")
+    problems = _problems(text, tmp_path)
+    assert [p.position.line for p in problems if re.search(problem, p.message)] == [10], problems
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("1767225600000", r"SOURCE_DATE_EPOCH=1767225600000 is outside 315532800\.\.4102444800.*"
+                      r"milliseconds is 1000 times too large"),
+    ("12", r"SOURCE_DATE_EPOCH=12 is outside"),
+    ("2026-01-01", r"SOURCE_DATE_EPOCH='2026-01-01' is not a number of seconds"),
+])
+def test_source_date_epoch_is_checked_before_anything_is_built(tmp_path, capsys, monkeypatch,
+                                                                 value, message):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(GOOD, encoding="utf-8")
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert main(["build", str(spec), "-o", str(out), "--cache", str(cache)]) == 2
+    err = capsys.readouterr().err
+    assert "error[bad-source-date-epoch]" in err and "Traceback" not in err, err
+    assert re.search(message, err, re.S), err
+    assert not out.exists() and not cache.exists()  # no model was built

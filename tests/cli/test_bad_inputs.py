@@ -24,6 +24,7 @@ import pytest
 from onnx import TensorProto, numpy_helper
 
 from edgefuse.cli.main import main
+from edgefuse.reference.recording import make_recording
 from tests.model_builders import conv_net, fp16_model
 
 pytestmark = pytest.mark.ort
@@ -76,14 +77,23 @@ def custom_domain() -> onnx.ModelProto:
     return model
 
 
+def custom_domain_shapeless() -> onnx.ModelProto:
+    """An output computed from a custom-domain op and declared without a shape."""
+    model = _graph([oh.make_node("Mystery", ["x"], ["t"], domain="acme"),
+                    oh.make_node("Relu", ["t"], ["y"])], [_x()],
+                   [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model.opset_import.append(oh.make_opsetid("acme", 1))
+    return model
+
+
 def scalar_input() -> onnx.ModelProto:
     return _graph([oh.make_node("Relu", ["x"], ["y"])], [_x(())], [_y(())])
 
 
-def nan_weights() -> onnx.ModelProto:
+def nan_weights(value: float = np.nan) -> onnx.ModelProto:
     model = conv_net()
     weights = numpy_helper.to_array(model.graph.initializer[0]).copy()
-    weights[0, 0, 0, 0] = np.nan
+    weights[0, 0, 0, 0] = value
     model.graph.initializer[0].CopyFrom(numpy_helper.from_array(weights, "w"))
     return model
 
@@ -101,7 +111,8 @@ def work(tmp_path) -> Path:
     _save(fp16_model(), tmp_path / "fp16.onnx")
     for name, build in (("cyclic", cyclic), ("dupnames", duplicate_names), ("ir99", ir_version_99),
                         ("opset99", opset_99), ("acme", custom_domain), ("scalar", scalar_input),
-                        ("nan", nan_weights), ("strings", string_input)):
+                        ("nan", nan_weights), ("inf", lambda: nan_weights(-np.inf)),
+                        ("acme_shapeless", custom_domain_shapeless), ("strings", string_input)):
         _save(build(), tmp_path / f"{name}.onnx")
     (tmp_path / "notes.onnx").write_text("my notes, not a model\n")
     np.savez(tmp_path / "inputs.npz", x=np.zeros((1, 3, 8, 8), np.float32))
@@ -112,6 +123,11 @@ def work(tmp_path) -> Path:
     (tmp_path / "binary.yaml").write_bytes(bytes(range(256)))
     (tmp_path / "keep.json").write_text('{"keep_fp32": {"nodes": ["no_such_node"]}}')
     (tmp_path / "not_torchscript.pt").write_bytes(b"PK\x03\x04 not a torchscript archive")
+    np.save(tmp_path / "single.npy", np.zeros((1, 3, 8, 8), np.float32))
+    recorded = make_recording([({"x": np.zeros((1, 3, 8, 8), np.float32)},
+                                {"logits": np.zeros((1, 5), np.float32)})],
+                              {"backend": "cpu", "build": "not-an-object"})
+    recorded.save(tmp_path / "build_is_text.npz")
     (tmp_path / "out").mkdir()
     return tmp_path
 
@@ -169,6 +185,9 @@ CASES = [
          match="unknown rule id 'fold-all'"),
     case("optimize-unknown-target", "optimize", m("model.onnx"), "-o", OUT, "--target", "npu",
          match="unknown optimize target 'npu'"),
+    case("optimize-custom-op-output-without-shape", "optimize", m("acme_shapeless.onnx"), "-o",
+         OUT, match=r"error\[invalid-model\]: '.*acme_shapeless.onnx': graph output\(s\) y have "
+                    r"no shape.*acme::Mystery"),
     case("optimize-no-output-dir", "optimize", m("model.onnx"), "-o", m("missing/o.onnx"),
          match="does not exist|no such file"),
     # verify
@@ -220,6 +239,13 @@ CASES = [
          "--max-evaluations", "0", match="at least one evaluation"),
     case("quantize-budget-0", "quantize", m("model.onnx"), "-o", OUT, "--fp16", "--budget", "0",
          match="positive time budget"),
+    case("quantize-custom-op-output-without-shape", "quantize", m("acme_shapeless.onnx"), "-o",
+         OUT, "--fp16", match=r"error\[invalid-model\]: .*graph output\(s\) y have no shape"),
+    case("quantize-nan-weights", "quantize", m("nan.onnx"), "-o", OUT, "--fp16", "--report",
+         m("out/r.json"), match=r"error\[non-finite-weights\]: 1 weight tensor\(s\) of the model "
+                                r"hold NaN or Inf.*'w': 1 of 108 value\(s\)"),
+    case("quantize-inf-weights", "quantize", m("inf.onnx"), "-o", OUT, "--fp16",
+         match=r"error\[non-finite-weights\].*'w': 1 of 108"),
     case("quantize-fp16-model", "quantize", m("fp16.onnx"), "-o", OUT, "--fp16",
          match="already holds float16 tensors"),
     case("quantize-missing", "quantize", m("nope.onnx"), "-o", OUT, "--fp16",
@@ -260,8 +286,11 @@ CASES = [
     case("compile-atc-timeout", "compile", m("model.onnx"), "--soc", "Ascend310B4", "-o",
          m("out/build"), "--atc-timeout", "-1", match="atc_timeout must be positive"),
     case("compile-force-onto-a-file", "compile", m("model.onnx"), "--soc", "Ascend310B4", "-o",
-         m("model.onnx"), "--force", match="is a file, not a build directory(?!.*pass --force)",
-         outputs=("model.onnx",)),
+         m("fp16.onnx"), "--force", match="is a file, not a build directory(?!.*pass --force)",
+         outputs=("fp16.onnx",)),
+    case("compile-force-onto-the-model", "compile", m("model.onnx"), "--soc", "Ascend310B4",
+         "-o", m("model.onnx"), "--force", match=r"error\[output-is-input\]: the BUILD_DIR "
+         ".*model.onnx' is the model", outputs=("model.onnx",)),
     case("compile-existing-without-force", "compile", m("model.onnx"), "--soc", "Ascend310B4",
          "-o", m("out"), match="already exists.*pass --force"),
     case("compile-unknown-domain", "compile", m("acme.onnx"), "--soc", "Ascend310B4", "-o",
@@ -293,6 +322,12 @@ CASES = [
          m("nope.npz"), match="no such inputs file"),
     case("run-text-model", "run", m("notes.onnx"), "--backend", "cpu",
          match="is not an ONNX model"),
+    case("verify-against-an-npy", "verify", "--against", m("single.npy"), m("model.onnx"),
+         "--backend", "cpu", match=r"error\[bad-recording\]: .*single.npy' is not an edgefuse "
+                                   r"recording: .*single array \(an .npy\)"),
+    case("verify-against-build-of-the-wrong-type", "verify", "--against",
+         m("build_is_text.npz"), m("model.onnx"), "--backend", "cpu",
+         match=r"error\[bad-recording\]: .*'build' in its meta is 'not-an-object', not an object"),
     case("run-string-input", "run", m("strings.onnx"), "--backend", "cpu",
          match=r"tensor\(string\), which edgefuse sessions do not support"),
     # bench
@@ -410,6 +445,9 @@ PERMISSION_CASES = [
                                 "{readonly}/r.json"], "cannot write"),
     ("demo-unwritable-workdir", ["demo", "--workdir", "{readonly}/demo"],
      "cannot write"),
+    ("demo-read-only-workdir", ["demo", "--workdir", "{readonly}"], "cannot write in"),
+    ("ops-unwritable-parent", ["ops", "build", "--soc", "Ascend310B4", "-o", "{readonly}/opp"],
+     "cannot write in"),
 ]
 
 

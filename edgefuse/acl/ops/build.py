@@ -26,10 +26,10 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from edgefuse._files import temporary_directory_in
 from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.build.soc import Soc, validate_soc
 from edgefuse.acl.ops import _render, _scripts
@@ -214,7 +214,7 @@ def build_op_package(
     if toolkit is not None:
         check_cann_version(version, toolkit.home)
     target = _check_target(Path(output_dir), overwrite)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    scratch = temporary_directory_in(target.parent, f".{target.name}.")  # read-only: exit 2
     try:
         files = project_files(specs, soc_info, vendor)
         for relative, text in files.items():
@@ -357,7 +357,7 @@ def _replace_dir(new: Path, target: Path) -> None:
     if not target.exists() or not any(target.iterdir()):
         os.replace(new, target)  # rename() replaces an empty directory
         return
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    old = temporary_directory_in(target.parent, f".{target.name}.old.")
     os.replace(target, old / target.name)
     try:
         os.replace(new, target)

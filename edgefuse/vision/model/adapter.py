@@ -26,6 +26,7 @@ import onnx
 
 from edgefuse import model_info
 from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.convert.onnx_load import load_onnx
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import AippRecord, BuildManifest
 from edgefuse.model_info import TASK_OF_LAYOUT, AppInfo
@@ -61,7 +62,7 @@ def app_info_of(source: ModelSource) -> AppInfo | None:
     if model is None:
         return None
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(str(model), load_external_data=False)
+        model = load_onnx(model, external_data=False)  # a damaged file: not-onnx, not a crash
     return model_info.from_onnx(model, source.label)
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse._cv import cv2
+from edgefuse._files import cannot_write, check_folder_writable
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.streams.frames import FrameResult
 from edgefuse.vision.streams.live_files import AppendedLines, Rotation, VideoSegments
@@ -244,7 +245,11 @@ class ImageFolderSink(Sink):
             raise InputError(f"the parent of '{self.folder}' does not exist",
                              hint=f"create it first: mkdir -p {self.folder.parent}",
                              reference=Ref.BAD_OUTPUT_PATH)
-        self.folder.mkdir(exist_ok=True)
+        try:
+            self.folder.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise cannot_write(self.folder.parent, exc) from exc
+        check_folder_writable(self.folder)  # a read-only folder fails now, not at a frame
         self._suffix = suffix
         remove_leftovers(self.folder, ".+", ".tmp", "image")
 

@@ -199,6 +199,21 @@ class ImageSource(Source):
                              reference=_REF)
         self._paths = paths
         self._position = 0
+        self._first: tuple[int, np.ndarray] | None = self._first_decodable()
+
+    def _first_decodable(self) -> tuple[int, np.ndarray]:
+        """The first image the run will read that decodes, decoded now so that a folder where
+        none does fails before any output exists (a run of nothing would write empty files)."""
+        for index in range(0, len(self._paths), self.stride):
+            image = cv2().imread(str(self._paths[index]), cv2().IMREAD_COLOR)
+            if image is not None:
+                return index, image
+        if len(self._paths) == 1:
+            raise InputError(f"cannot decode the image '{self._paths[0]}'", reference=_REF)
+        raise InputError(f"none of the {len(self._paths)} images of '{self.name}' decodes",
+                         context=f"first: {self._paths[0]}",
+                         hint="check that the files are images OpenCV reads (not truncated, "
+                              "not another format under an image suffix)", reference=_REF)
 
     def read(self, timeout: float | None = None) -> Frame | None:
         while self._position < len(self._paths):
@@ -208,10 +223,11 @@ class ImageSource(Source):
                 self._count("skipped", min(self.stride, len(self._paths) - index) - 1)
             start = time.perf_counter()
             path = self._paths[index]
-            image = cv2().imread(str(path), cv2().IMREAD_COLOR)
+            if self._first is not None and self._first[0] == index:
+                image, self._first = self._first[1], None
+            else:
+                image = cv2().imread(str(path), cv2().IMREAD_COLOR)
             if image is None:
-                if len(self._paths) == 1:
-                    raise InputError(f"cannot decode the image '{path}'", reference=_REF)
                 log.warning("%s: cannot decode %s, skipped", self.name, path)
                 self._count("unreadable")
                 continue

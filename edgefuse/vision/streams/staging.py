@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgefuse._files import FILE_MODE, check_output_path, umask
+from edgefuse._files import FILE_MODE, cannot_write, check_output_path, umask
 
 try:
     import fcntl
@@ -40,7 +40,10 @@ class Staged:
     def __init__(self, path: str | os.PathLike[str], suffix: str) -> None:
         self.path = Path(path)
         parent = check_output_path(self.path)
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=suffix, dir=parent)
+        try:
+            fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=suffix, dir=parent)
+        except OSError as exc:  # a read-only folder: the user's to fix, before any frame
+            raise cannot_write(parent, exc) from exc
         self.tmp = Path(name)
         self._lock_fd: int | None = fd
         if fcntl is not None:
