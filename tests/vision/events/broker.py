@@ -33,8 +33,11 @@ class Broker:
         self.config = workdir / "mosquitto.conf"
         # persistence: a durable subscriber's session (and the QoS-1 messages queued for it)
         # survives a restart, whichever of publisher and subscriber reconnects first
+        # (started as root, mosquitto drops to its own user unless told not to, and could then
+        # not write its database into this test's folder)
+        as_root = "user root\n" if os.geteuid() == 0 else ""
         self.config.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-                               f"persistence true\npersistence_location {workdir}/\n")
+                               f"persistence true\npersistence_location {workdir}/\n{as_root}")
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:

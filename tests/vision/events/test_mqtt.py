@@ -23,6 +23,15 @@ def broker(tmp_path):
     running.stop()
 
 
+@pytest.fixture
+def closing():
+    """Closes what a test opened even when it fails: no MQTT thread outlives its test."""
+    opened = []
+    yield opened.append
+    for client in reversed(opened):
+        client.close(timeout=1) if isinstance(client, MqttPublisher) else client.close()
+
+
 def _event(n: int, stream: str = "gate") -> dict:
     return {"type": "line_crossed", "stream": stream, "time": 1.0 + n, "n": n}
 
@@ -31,10 +40,12 @@ def _numbers(messages) -> set[int]:
     return {payload["n"] for _, payload in messages}
 
 
-def test_events_arrive_in_order_under_their_topics(broker):
+def test_events_arrive_in_order_under_their_topics(broker, closing):
     subscriber = Subscriber(broker.port, "edgefuse/#")
+    closing(subscriber)
     subscriber.wait_subscribed()
     publisher = MqttPublisher("127.0.0.1", broker.port)
+    closing(publisher)
     for n in range(5):
         publisher.publish(_event(n, stream="gate" if n % 2 else "yard"))
     assert publisher.close() == 0
@@ -45,10 +56,12 @@ def test_events_arrive_in_order_under_their_topics(broker):
     assert subscriber.messages[1][0] == "edgefuse/gate/line_crossed"
 
 
-def test_a_broker_restart_loses_no_event(broker):
+def test_a_broker_restart_loses_no_event(broker, closing):
     subscriber = Subscriber(broker.port, "edgefuse/#")
+    closing(subscriber)
     subscriber.wait_subscribed()
     publisher = MqttPublisher("127.0.0.1", broker.port)
+    closing(publisher)
     for n in range(3):
         publisher.publish(_event(n))
     assert subscriber.wait_for(lambda m: _numbers(m) >= {0, 1, 2})
