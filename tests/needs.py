@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 from types import ModuleType
 
 import pytest
@@ -24,3 +25,14 @@ def optional(module: str) -> ModuleType:
                 f"CI must install '{module}' for the tests that need it ({exc}); see .ci/run"
             ) from exc
     return pytest.importorskip(module)
+
+
+def without_dac_override() -> list[str]:
+    """A command prefix that drops root's power to ignore file modes (nothing when not root), so
+    a test of an unreadable or read-only file means the same under root as for a user."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file modes cannot be tested here")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]

@@ -19,6 +19,8 @@ ONNX Runtime passes on code that breaks there:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 import onnx.helper
@@ -59,8 +61,9 @@ def pad_nms_like_cann(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def _padding(prefix: str, node: onnx.NodeProto, exact: str, padded: str) -> list:
-    """Nodes computing ``padded`` = ``exact`` + ``-1`` rows up to max * batch * classes."""
+def _naming(prefix: str) -> tuple[Callable[[str], str],
+                                  Callable[[str, np.ndarray], onnx.NodeProto]]:
+    """``name(part)``: ``prefix/part``; ``const(part, array)``: a Constant node of that name."""
     def name(part: str) -> str:
         return f"{prefix}/{part}"
 
@@ -68,6 +71,12 @@ def _padding(prefix: str, node: onnx.NodeProto, exact: str, padded: str) -> list
         return onnx.helper.make_node("Constant", [], [name(part)],
                                      value=onnx.numpy_helper.from_array(array, name(part)))
 
+    return name, const
+
+
+def _padding(prefix: str, node: onnx.NodeProto, exact: str, padded: str) -> list:
+    """Nodes computing ``padded`` = ``exact`` + ``-1`` rows up to max * batch * classes."""
+    name, const = _naming(prefix)
     make = onnx.helper.make_node
     boxes, scores, limit = node.input[0], node.input[1], node.input[2]
     return [
@@ -137,13 +146,7 @@ def cap_yolo_head_candidates(model: onnx.ModelProto, soc: str) -> onnx.ModelProt
 def _cap(prefix: str, source: str, capped: str, attrs: dict, capacity: int, opset: int,
          elem_type: int) -> list:
     """Nodes computing ``capped``: ``source`` with the score rows of boxes past the cap zeroed."""
-    def name(part: str) -> str:
-        return f"{prefix}/{part}"
-
-    def const(part: str, array: np.ndarray) -> onnx.NodeProto:
-        return onnx.helper.make_node("Constant", [], [name(part)],
-                                     value=onnx.numpy_helper.from_array(array, name(part)))
-
+    name, const = _naming(prefix)
     make = onnx.helper.make_node
     has_obj = int(attrs.get("objectness", 0))
     first_class = 4 + has_obj

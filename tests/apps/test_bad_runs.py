@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from edgefuse.cli.main import main
 from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import AppInfo, embed
 from edgefuse.vision.detect.detector import Detector
-from tests.needs import optional
+from tests.needs import optional, without_dac_override
 from tests.vision.models import constant_model, red_mask_model, write_clip, yolov8_output
 
 pytestmark = pytest.mark.ort
@@ -135,15 +134,6 @@ def test_a_config_with_a_zero_stream_timeout_exits_2_before_connecting(work, cap
 # ---- sinks into a folder the user may not write ---------------------------------------------
 
 
-def _without_dac_override() -> list[str]:
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: file modes cannot be tested here")
-    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
-
-
 @pytest.mark.parametrize("sink", [["--save", "ro/out.mp4"], ["--save", "ro/annotated"],
                                   ["--jsonl", "ro/out.jsonl"], ["--save", "ro"]],
                          ids=["video", "image-folder", "jsonl", "existing-folder"])
@@ -153,7 +143,7 @@ def test_a_sink_in_a_read_only_folder_is_a_user_error(tmp_path, sink):
     (tmp_path / "ro").mkdir()
     (tmp_path / "ro").chmod(0o555)
     done = subprocess.run(
-        [*_without_dac_override(), sys.executable, "-m", "edgefuse", "segment", "--model",
+        [*without_dac_override(), sys.executable, "-m", "edgefuse", "segment", "--model",
          "mask.onnx", "--source", "clip.mp4", *sink, *QUIET],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -7,9 +7,7 @@ process without the capabilities that let root ignore file modes.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,6 +17,7 @@ import pytest
 
 from edgefuse.bundle.archive import MANIFEST, write_bundle_manifest
 from edgefuse.cli.main import main
+from tests.needs import without_dac_override
 
 pytestmark = pytest.mark.unit
 
@@ -56,15 +55,6 @@ def test_a_damaged_manifest_is_a_user_error(bundle, capsys, content, message):
     assert re.search(message, err), err
 
 
-def _without_dac_override() -> list[str]:
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: file modes cannot be tested here")
-    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
-
-
 @pytest.mark.parametrize("locked", ["app/config.yaml", MANIFEST, "archive"])
 def test_an_unreadable_bundle_file_is_a_user_error(bundle, tmp_path, locked):
     target = bundle
@@ -75,7 +65,7 @@ def test_an_unreadable_bundle_file_is_a_user_error(bundle, tmp_path, locked):
         target.chmod(0o000)
     else:
         (bundle / locked).chmod(0o000)
-    done = subprocess.run([*_without_dac_override(), sys.executable, "-m", "edgefuse", "bundle",
+    done = subprocess.run([*without_dac_override(), sys.executable, "-m", "edgefuse", "bundle",
                            "verify", str(target), "--no-run"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, check=False)
     assert done.returncode == 2, done.stderr

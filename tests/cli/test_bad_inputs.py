@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from onnx import TensorProto, numpy_helper
 from edgefuse.cli.main import main
 from edgefuse.reference.recording import make_recording
 from tests.model_builders import conv_net, fp16_model
+from tests.needs import without_dac_override
 
 pytestmark = pytest.mark.ort
 
@@ -412,15 +412,6 @@ def test_a_bare_edgefuse_prints_usage_to_stderr_and_exits_2(capsys):
 # ---- permissions: as a user without root's override ---------------------------------------
 
 
-def _without_dac_override() -> list[str]:
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: file modes cannot be tested here")
-    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"]
-
-
 PERMISSION_CASES = [
     ("convert-unreadable-model", ["convert", "{locked}/model.onnx", "-o", "{out}/o.onnx"],
      "cannot read"),
@@ -454,7 +445,7 @@ PERMISSION_CASES = [
 @pytest.mark.parametrize(("argv", "match"), [c[1:] for c in PERMISSION_CASES],
                          ids=[c[0] for c in PERMISSION_CASES])
 def test_permission_problems_are_user_errors(argv, match, tmp_path):
-    prefix = _without_dac_override()
+    prefix = without_dac_override()
     work = tmp_path / "work"
     work.mkdir()
     _save(conv_net(), work / "model.onnx")
