@@ -1,0 +1,234 @@
+"""One model session serving many streams: frames from different cameras run as one batch.
+
+Why a batcher thread and not a batch stage in each pipeline (DeepStream's nvstreammux batches
+before inference; Triton's dynamic batcher queues requests): every stream keeps its own
+pipeline (its own capture, pre/post-processing, tracker, sinks, stats and reconnects), and only
+the model is shared. Each stream's infer stage hands its feeds to ``Batcher.infer`` and waits;
+the batcher thread takes the requests that are waiting (up to the largest batch), runs them as one
+batch and hands each stream its own rows back, so results are demultiplexed by construction: a
+request gets the rows it put in.
+
+When a batch runs: greedily, as soon as the model is free (``wait_s=0``, the default), with every
+request waiting then. Under load the requests that arrived during one run form the next batch, so
+batches fill by themselves; under light load a frame never waits for another camera. With
+``wait_s > 0`` a batch waits at most that long after its first request for more (a deadline, as
+nvstreammux's ``batched-push-timeout``), or until every live stream has a request in. Either way
+one slow or dead camera never stalls the others.
+
+Which batch sizes (``plan_batches``): a model whose batch dimension is dynamic takes any size up
+to ``max_batch``; a gear OM (a BUILD_DIR with ``--dynamic_batch_size`` gears, on ``acl`` or
+``sim``) takes up to its largest gear, and the session itself runs a partial batch on the next
+larger gear and cuts the outputs back; a model fixed at batch B > 1 is padded here (the last frame
+repeated) and its outputs cut back; a model fixed at batch 1 is not batched (each stream calls the
+session from its own thread, as a single-stream pipeline does).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from edgefuse.errors import EdgefuseError, InputError, Ref
+
+log = logging.getLogger(__name__)
+
+Run = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+    """The batch sizes a model takes: ``max_batch`` rows at most; ``pad_to`` a fixed batch that
+    partial batches are padded to here (None: the model or its session takes any size)."""
+
+    max_batch: int
+    pad_to: int | None = None
+    why: str = ""
+
+    @property
+    def batches(self) -> bool:
+        return self.max_batch > 1
+
+
+def plan_batches(session: Any, wanted: int) -> BatchPlan:
+    """How ``session`` can batch up to ``wanted`` frames (the number of streams, or a config's
+    ``batch``): from its gears, else from its inputs' first dimension."""
+    if wanted < 1:
+        raise InputError(f"batch must be at least 1, got {wanted}", reference=Ref.BAD_CONFIG)
+    gears = getattr(session, "gears", None)
+    if gears is not None and gears.kind == "batch":
+        largest = max(gears.values)
+        return BatchPlan(min(wanted, largest), None,
+                         f"batch gears {list(gears.values)}: a partial batch runs on the next "
+                         "larger gear")
+    if gears is not None:
+        return BatchPlan(1, None, f"{gears.kind} gears fix the batch at 1")
+    firsts = {spec.shape[0] if spec.shape else 1 for spec in session.inputs}
+    if any(not isinstance(first, int) for first in firsts):
+        if len(firsts) == 1:
+            return BatchPlan(wanted, None, "dynamic batch")
+        return BatchPlan(1, None, "the inputs' batch dimensions differ")
+    fixed = firsts.pop() if len(firsts) == 1 else 1
+    if fixed > 1:
+        return BatchPlan(fixed, fixed, f"fixed batch {fixed}: partial batches padded")
+    return BatchPlan(1, None, "the model takes batch 1")
+
+
+@dataclasses.dataclass
+class _Request:
+    feeds: Mapping[str, np.ndarray]
+    key: tuple
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    outcome: dict[str, np.ndarray] | BaseException | None = None  # set before ``done``
+
+
+class Batcher:
+    """Runs ``run`` (a session's ``run``) on batches of the feeds that ``infer`` receives from any
+    number of threads; ``sizes`` counts the batches run by their size. Close it when done."""
+
+    def __init__(self, run: Run, plan: BatchPlan, *, wait_s: float = 0.0,
+                 streams: int | None = None) -> None:
+        if wait_s < 0:
+            raise InputError(f"batch_wait_ms must be >= 0, got {wait_s * 1e3:g}",
+                             reference=Ref.BAD_CONFIG)
+        self._run, self.plan, self.wait_s = run, plan, wait_s
+        self.streams = streams  # live streams: a batch with this many requests runs at once
+        self.sizes: collections.Counter[int] = collections.Counter()
+        self._pending: collections.deque[_Request] = collections.deque()
+        self._ready = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        if plan.batches:
+            self._thread = threading.Thread(target=self._loop, name="edgefuse-batcher",
+                                            daemon=True)
+            self._thread.start()
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs for ``feeds`` (a batch of one), run in a batch with other streams'."""
+        if not self.plan.batches:
+            with self._ready:
+                self.sizes[1] += 1
+            return self._run(feeds)
+        request = _Request(feeds, _shape_key(feeds))
+        with self._ready:
+            if self._closed:
+                raise EdgefuseError("the batcher is closed", reference=Ref.SESSION_CLOSED)
+            self._pending.append(request)
+            self._ready.notify_all()
+        request.done.wait()
+        if isinstance(request.outcome, BaseException):
+            raise request.outcome
+        return request.outcome
+
+    def stream_ended(self) -> None:
+        """One stream fewer to wait for (with ``wait_s``)."""
+        with self._ready:
+            if self.streams is not None:
+                self.streams = max(self.streams - 1, 1)
+            self._ready.notify_all()
+
+    def rehearse(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """One full batch of ``feeds`` through the model before any stream starts: a model whose
+        outputs do not split by frame fails here, and the largest gear is allocated."""
+        if self.plan.batches:
+            rows = [feeds] * self.plan.max_batch
+            self._split(self._run_rows(rows), len(rows))
+
+    def close(self) -> None:
+        """Fails the requests still waiting and ends the thread."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # ---- the batcher thread ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            try:
+                outputs = self._split(self._run_rows([r.feeds for r in batch]), len(batch))
+            except BaseException as exc:  # noqa: BLE001 - every waiting stream gets the error
+                for request in batch:
+                    request.outcome = exc
+                    request.done.set()
+                continue
+            with self._ready:
+                self.sizes[len(batch)] += 1
+            for request, rows in zip(batch, outputs, strict=True):
+                request.outcome = rows
+                request.done.set()
+
+    def _next_batch(self) -> list[_Request] | None:
+        """The requests of the next batch (same input shapes, oldest first), once it is due."""
+        with self._ready:
+            while not self._pending and not self._closed:
+                self._ready.wait()
+            if self._closed:
+                for request in self._pending:
+                    request.outcome = EdgefuseError("the batcher closed before this frame ran",
+                                                  reference=Ref.SESSION_CLOSED)
+                    request.done.set()
+                self._pending.clear()
+                return None
+            if self.wait_s > 0:
+                deadline = time.monotonic() + self.wait_s
+                self._ready.wait_for(lambda: self._closed or self._full(), max(
+                    deadline - time.monotonic(), 0.0))
+            key = self._pending[0].key
+            batch = [r for r in self._pending if r.key == key][: self.plan.max_batch]
+            for request in batch:
+                self._pending.remove(request)
+            return batch
+
+    def _full(self) -> bool:
+        wanted = self.plan.max_batch if self.streams is None else min(self.streams,
+                                                                      self.plan.max_batch)
+        return len(self._pending) >= wanted
+
+    def _run_rows(self, rows: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        names = rows[0].keys()
+        stacked = {name: np.concatenate([row[name] for row in rows], axis=0) for name in names}
+        pad = (self.plan.pad_to or 0) - len(rows)
+        if pad > 0:
+            stacked = {name: np.concatenate([array, np.repeat(array[-1:], pad, axis=0)], axis=0)
+                       for name, array in stacked.items()}
+        return self._run(stacked)
+
+    def _split(self, outputs: dict[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
+        ran = max(count, self.plan.pad_to or 0)
+        for name, array in outputs.items():
+            if array.ndim == 0 or array.shape[0] != ran:
+                raise InputError(
+                    f"cannot batch this model: output '{name}' has shape {list(array.shape)} for "
+                    f"a batch of {ran}, so its rows cannot be handed back to each stream",
+                    hint="set batch: 1 in the config (each stream then runs the model alone)",
+                    reference=Ref.BAD_CONFIG)
+        return [{name: array[i:i + 1] for name, array in outputs.items()} for i in range(count)]
+
+
+def _shape_key(feeds: Mapping[str, np.ndarray]) -> tuple:
+    return tuple(sorted((name, array.shape[1:], array.dtype.str)
+                        for name, array in feeds.items()))
+
+
+class BatchedTask:
+    """``task`` with its ``infer`` through ``batcher``; everything else is the task's own."""
+
+    def __init__(self, task: Any, batcher: Batcher) -> None:
+        self.task, self.batcher = task, batcher
+
+    def __getattr__(self, name: str) -> Any:  # preprocess, postprocess, layout, describe, ...
+        return getattr(self.task, name)
+
+    def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.batcher.infer(feeds)
