@@ -121,23 +121,21 @@ def batch_of(feeds: dict, rows: int) -> dict:
     return {name: np.repeat(array, rows, axis=0) for name, array in feeds.items()}
 
 
-def median_run_s(run, feeds: dict, runs: int) -> float:
-    run(feeds)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run(feeds)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def calibrate(threads: int, runs: int = 9) -> dict:
-    """The real model's median latency at each batch of ``CALIBRATE``, and ``a + b * rows``
+def calibrate(threads: int, rounds: int = 25) -> dict:
+    """The real model's median latency at each batch of ``CALIBRATE`` (the sizes alternate, one
+    run each per round, so a shared host's drift reaches them all alike), and ``a + b * rows``
     fitted to it (least squares), for the stand-in."""
     session, task = open_model(threads)
     feeds, _ = task().preprocess(clip_frames()[0])
-    ms = {rows: median_run_s(session.run, batch_of(feeds, rows), runs) * 1e3
-          for rows in CALIBRATE}
+    batches = {rows: batch_of(feeds, rows) for rows in CALIBRATE}
+    times: dict[int, list[float]] = {rows: [] for rows in CALIBRATE}
+    for round_ in range(rounds + 1):
+        for rows, batch in batches.items():
+            start = time.perf_counter()
+            session.run(batch)
+            if round_:  # the first round warms up
+                times[rows].append(time.perf_counter() - start)
+    ms = {rows: statistics.median(values) * 1e3 for rows, values in times.items()}
     b, a = np.polyfit(list(ms), list(ms.values()), 1)
     session.close()
     return {"batch_ms": ms, "a_ms": float(a), "b_ms": float(b)}
