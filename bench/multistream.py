@@ -427,7 +427,8 @@ def render(results: dict) -> str:
             f"  {' '.join(f'{k}:{v}' for k, v in row['batch_sizes'].items())}")
     lines.append(f"(medians over {results['reps']} reps; ratio = fps / min(ceiling, offered), "
                  f"goal >= {GATES['fps_ratio']}; p50 x, p95 x = the worst stream's latency over "
-                 f"the median batch inference, goal p50 x <= {GATES['latency_ratio']})")
+                 f"the median batch inference, goal p50 x <= {GATES['latency_ratio']}; batch "
+                 f"sizes: size:batches run, summed over reps)")
     memory = results["memory"]
     if memory:
         lines.append(f"memory, {memory['case']} N={memory['streams']}: RSS "
