@@ -12,11 +12,11 @@ once with a dynamic batch dimension (torch in a child process, cached under
 bench/results/models), so frames of different cameras run as one batch.
 
 Cases: ``stand-in`` (first: the figure that speaks for the board) replaces the session by
-``BatchStandIn``, which sleeps ``a + b * rows`` (fitted to the real model's latency at batch 1, 2,
-4 and 8 on this host, measured once per invocation in its own process) and replays the real
-model's output row for the clip's first frame per row: inference off the host CPU, as on the
-board's NPU. ``cpu`` runs the ONNX Runtime CPU session (``--threads``); on a 2-core host it
-competes with decoding and the other stages for the cores, so it is CPU-bound and noisy.
+``BatchStandIn``, which sleeps ``a + b * rows`` (fitted to the real model's latency at batch 1,
+2, 4 and 8 on this host, measured once per invocation in its own process; ``a`` at least 0) and
+replays the real model's output row for the clip's first frame per row: inference off the host
+CPU, as on the board's NPU. ``cpu`` runs the ONNX Runtime CPU session (``--threads``); on a
+2-core host it competes with decoding and the other stages for the cores: CPU-bound and noisy.
 
 Per N and case, in a fresh process per run, N in alternating order for ``--reps`` repetitions,
 each figure the median over repetitions:
@@ -305,9 +305,10 @@ def measure(setup: Setup, warmup_s: float, seconds: float, ceiling_s: float) -> 
     batch_ms = statistics.median(s for rows, s in timed.calls for _ in range(rows)) * 1e3
     per_stream = [{"fps": len(values) / (end - start),
                    "p50_ms": float(np.percentile(values, 50) * 1e3),
-                   "p95_ms": float(np.percentile(values, 95) * 1e3)} for values in latencies]
-    p50 = max(row["p50_ms"] for row in per_stream)
-    p95 = max(row["p95_ms"] for row in per_stream)
+                   "p95_ms": float(np.percentile(values, 95) * 1e3)} if values else {"fps": 0.0}
+                  for values in latencies]
+    p50 = max(row.get("p50_ms", 0.0) for row in per_stream)
+    p95 = max(row.get("p95_ms", 0.0) for row in per_stream)
     return {"streams": setup.streams, "case": setup.case, "wait_ms": setup.wait_ms, "fps": fps,
             "offered_fps": offered,
             "ceiling_fps": ceiling, "ceiling_batch": max_batch,
@@ -315,6 +316,7 @@ def measure(setup: Setup, warmup_s: float, seconds: float, ceiling_s: float) -> 
             "latency_p50_ms": p50, "latency_p95_ms": p95, "batch_ms": batch_ms,
             "latency_ratio": p50 / batch_ms, "latency_p95_ratio": p95 / batch_ms,
             "batch_sizes": {str(k): v for k, v in sorted(sizes.items())},
+            "starved_streams": sum(1 for values in latencies if not values),
             "per_stream": per_stream}
 
 
@@ -382,7 +384,7 @@ def run_all(args: argparse.Namespace) -> dict:
         for case in cases:
             settings = [(count, wait) for count in streams for wait in waits]
             for count, wait in (settings if rep % 2 == 0 else list(reversed(settings))):
-                row = worker(args, "--measure", case, str(count), "--stand-in", stand_in,
+                row = worker(args, "--measure", case, str(count), f"--stand-in={stand_in}",
                              "--wait-ms", str(wait), "--seconds", str(args.seconds),
                              "--warmup", str(args.warmup))
                 key = f"{case} N={count} " + (f"wait {wait:g}ms" if wait else "greedy")
@@ -394,7 +396,7 @@ def run_all(args: argparse.Namespace) -> dict:
     memory = None
     if args.frames:
         memory = worker(args, "--soak", str(args.memory_streams), str(args.frames),
-                        "--stand-in", stand_in)
+                        f"--stand-in={stand_in}")
     return {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                         "python": platform.python_version()},
             "model": f"{MODEL}@{SIZE} (dynamic batch)", "stream_fps": args.fps,
@@ -411,7 +413,8 @@ def summarise(values: list[dict]) -> dict:
         sizes.update(value["batch_sizes"])
     row.update(streams=values[0]["streams"], case=values[0]["case"],
                batch_sizes=dict(sorted(sizes.items(), key=lambda kv: int(kv[0]))))
-    row["pass"] = bool(row["fps_ratio"] >= GATES["fps_ratio"]
+    row["starved_streams"] = max(value["starved_streams"] for value in values)
+    row["pass"] = bool(row["fps_ratio"] >= GATES["fps_ratio"] and not row["starved_streams"]
                        and row["latency_ratio"] <= GATES["latency_ratio"])
     return row
 
@@ -424,7 +427,9 @@ def render(results: dict) -> str:
             f"{key:<22} {row['fps']:6.1f} {row['offered_fps']:7.1f} {row['ceiling_fps']:7.1f} "
             f"{row['fps_ratio']:6.2f} {row['latency_p50_ms']:7.1f} {row['latency_p95_ms']:7.1f} "
             f"{row['batch_ms']:8.1f} {row['latency_ratio']:6.2f} {row['latency_p95_ratio']:6.2f}"
-            f"  {' '.join(f'{k}:{v}' for k, v in row['batch_sizes'].items())}")
+            f"  {' '.join(f'{k}:{v}' for k, v in row['batch_sizes'].items())}"
+            + (f" ({row['starved_streams']} streams got no frame)"
+               if row["starved_streams"] else ""))
     lines.append(f"(medians over {results['reps']} reps; ratio = fps / min(ceiling, offered), "
                  f"goal >= {GATES['fps_ratio']}; p50 x, p95 x = the worst stream's latency over "
                  f"the median batch inference, goal p50 x <= {GATES['latency_ratio']}; batch "
