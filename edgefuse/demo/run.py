@@ -13,8 +13,9 @@ from pathlib import Path
 from edgefuse.demo.clip_runs import ClipRun, run_on_clip
 from edgefuse.demo.clip_truth import clip_scenes, detection_ap50, segmentation_miou
 from edgefuse.demo.model_stages import SOC, STEPS_PER_MODEL, prepare_model
+from edgefuse.demo.multi_camera import run_cameras
 from edgefuse.demo.progress import Steps
-from edgefuse.demo.summary import ModelOutcome, render
+from edgefuse.demo.summary import ModelOutcome, render, render_cameras
 from edgefuse.models.shapes import DETECTOR, SEGMENTER
 from edgefuse.profile.run import profile
 from edgefuse.runtime import probe
@@ -23,7 +24,7 @@ from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from edgefuse.vision.segment.segmenter import Segmenter
 
 APPS = ((DETECTOR, Detector, "detect"), (SEGMENTER, Segmenter, "segment"))
-STEPS = len(APPS) * (STEPS_PER_MODEL + 2) + 1
+STEPS = len(APPS) * (STEPS_PER_MODEL + 2) + 2  # + the clip's truth, the multi-camera step
 
 
 def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | None = None,
@@ -57,8 +58,12 @@ def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | Non
             step.say(f"{metric}: FP32 {fp32:.3f}, FP16 build {fp16:.3f}")
         outcomes.append(ModelOutcome(model, board, reference, metric, fp32, fp16,
                                      (video, jsonl), floor_us))
+    cameras = run_cameras(prepared[0].build_dir, workdir, board_backend, steps,  # the detector
+                          threads=threads)
     print()
     print(render(outcomes))
+    print()
+    print(render_cameras(cameras))
     return 0 if all(o.prepared.fp16_passed for o in outcomes) else 1
 
 
