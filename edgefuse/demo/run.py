@@ -1,4 +1,5 @@
-"""The demo's order of work: both models through every stage, both apps over the clip, the table.
+"""The demo's order of work: both models through every stage, both apps over the clip, the
+generated cameras through the detector at once (``edgefuse.demo.multi_camera``), the tables.
 
 The apps run the compiled builds on the board itself where pyACL is, else on the host simulator
 of the board (``sim``: the OM's inputs and outputs, FP16 numerics as the build's precision record
