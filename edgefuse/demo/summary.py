@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from edgefuse.demo.clip_runs import ClipRun
+from edgefuse.demo.head_parity import CRITERION, HeadParity
 from edgefuse.demo.model_stages import SOC, PreparedModel
 from edgefuse.demo.multi_camera import MultiCameraRun
 
@@ -22,6 +23,7 @@ class ModelOutcome:
     fp16_score: float
     files: tuple[Path, ...]
     floor_us: float | None = None  # the board's floor on the build's SoC (a lower bound)
+    head_parity: HeadParity | None = None  # a build ending in the YoloHead: against host decode
 
 
 def render(outcomes: list[ModelOutcome]) -> str:
@@ -36,6 +38,13 @@ def render(outcomes: list[ModelOutcome]) -> str:
             f"{o.prepared.fp16_cosine:.7f} {'PASSED' if o.prepared.fp16_passed else 'FAILED'}"
             for o in outcomes]),
         ("kept FP32", [", ".join(o.prepared.kept_fp32) or "nothing" for o in outcomes]),
+        ("on-device decode + NMS (YoloHead)", [
+            "none: the app decodes" if o.prepared.yolo_head is None else
+            f"conf {o.prepared.yolo_head.score_threshold:g}, iou "
+            f"{o.prepared.yolo_head.iou_threshold:g}, max_det {o.prepared.yolo_head.max_detections}"
+            for o in outcomes]),
+        ("YoloHead build vs host decode *", [
+            "n/a" if o.head_parity is None else o.head_parity.describe() for o in outcomes]),
         ("on the clip's ground truth: FP32 -> FP16", [
             f"{o.metric} {o.fp32_score:.3f} -> {o.fp16_score:.3f}" for o in outcomes]),
         ("app fps (model-only ceiling)", [
@@ -47,8 +56,12 @@ def render(outcomes: list[ModelOutcome]) -> str:
         ("board build", ["OM" if o.prepared.om_built else "compile.sh (no ATC here)"
                          for o in outcomes]),
     ]
+    lines = _columns(rows)
+    if any(o.head_parity is not None for o in outcomes):
+        lines.append(f"* frames that agree: {CRITERION} (the FP16 build against the FP32 "
+                     "model's host decode)")
     files = [str(path) for o in outcomes for path in o.files]
-    return "\n".join([*_columns(rows), "", "wrote " + ", ".join(files)])
+    return "\n".join([*lines, "", "wrote " + ", ".join(files)])
 
 
 def render_cameras(run: MultiCameraRun) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
+from edgefuse import model_info
 from edgefuse.cli.main import main
 from edgefuse.demo.multi_camera import CAMERAS, SCENE_SEED
 from edgefuse.demo.multi_camera import FPS as CAMERA_FPS
@@ -54,6 +55,26 @@ def test_demo_passes_its_gates_and_prints_the_summary(demo):
     # no board here: both apps ran their FP16 builds on the simulated board, and said so
     assert len(re.findall(r"\d+ \(\d+\) on sim", printed)) == 2, printed
     assert "WARNING" not in printed
+
+
+def test_the_detector_is_built_with_the_yolo_head_and_agrees_with_the_host_decode(demo):
+    _, printed, workdir, _ = demo
+    build = workdir / "shapes_yolov8" / "build"
+    manifest = json.loads((build / "manifest.json").read_text())
+    assert manifest["soc"] == "Ascend310B4"
+    assert manifest["custom_ops"]["required"] is True
+    assert [op["onnx"] for op in manifest["custom_ops"]["ops"]] == ["edgefuse::YoloHead"]
+    assert [o["name"] for o in manifest["outputs"]] == ["boxes", "scores", "classes",
+                                                        "num_detections"]
+    app = model_info.from_onnx(onnx.load(build / manifest["model"]))
+    assert app.postprocess.layout == "yolo_head"
+    first = json.loads((workdir / "detect.jsonl").read_text().splitlines()[0])
+    assert first["layout"] == "yolo_head"  # the app read the op's rows, it decoded nothing
+    segmenter = json.loads((workdir / "shapes_deeplabv3plus" / "build" / "manifest.json")
+                           .read_text())
+    assert segmenter["custom_ops"]["required"] is False
+    assert re.search(rf"YoloHead build vs host decode \*\s+{FRAMES}/{FRAMES} frames, worst IoU "
+                     r"0\.9\d\d\s+n/a", printed), printed
 
 
 def test_optimize_folds_every_batchnorm_of_the_export_and_keeps_its_outputs(demo):
