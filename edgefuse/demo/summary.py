@@ -81,7 +81,7 @@ def render_cameras(run: MultiCameraRun) -> str:
         ("ID switches", [str(c.scores.id_switches) for c in cameras]),
         ("fps per stream", [f"{c.fps:.0f} on {run.backend}" for c in cameras]),
     ]
-    batches = ", ".join(f"{count} of {size}" for size, count in run.batches.items())
+    batches = ", ".join(f"{count} of size {size}" for size, count in run.batches.items())
     files = [str(path) for c in cameras for path in c.files]
     return "\n".join([*_columns(rows), f"batches: {batches} ({run.batching})", "",
                       "wrote " + ", ".join(files)])
