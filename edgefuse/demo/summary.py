@@ -8,6 +8,7 @@ from pathlib import Path
 from edgefuse.demo.clip_runs import ClipRun
 from edgefuse.demo.head_parity import CRITERION, HeadParity
 from edgefuse.demo.model_stages import SOC, PreparedModel
+from edgefuse.demo.multi_camera import MultiCameraRun
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,14 +56,42 @@ def render(outcomes: list[ModelOutcome]) -> str:
         ("board build", ["OM" if o.prepared.om_built else "compile.sh (no ATC here)"
                          for o in outcomes]),
     ]
-    label_width = max(len(label) for label, _ in rows)
-    widths = [max(len(values[i]) for _, values in rows) for i in range(len(outcomes))]
-    lines = []
-    for label, values in rows:
-        cells = "   ".join(value.ljust(width) for value, width in zip(values, widths, strict=True))
-        lines.append(f"{label.ljust(label_width)}   {cells}".rstrip())
+    lines = _columns(rows)
     if any(o.head_parity is not None for o in outcomes):
         lines.append(f"* frames that agree: {CRITERION} (the FP16 build against the FP32 "
                      "model's host decode)")
     files = [str(path) for o in outcomes for path in o.files]
     return "\n".join([*lines, "", "wrote " + ", ".join(files)])
+
+
+def render_cameras(run: MultiCameraRun) -> str:
+    """The multi-camera step: one column per camera, counts and tracking against the truth."""
+    cameras = run.cameras
+    rows = [
+        (f"multi-camera ({len(cameras)} streams, one session)",
+         [c.camera.name for c in cameras]),
+        ("clip, counting line", [
+            f"clip {c.camera.clip_index}, ({c.camera.start[0]:g},{c.camera.start[1]:g})->"
+            f"({c.camera.end[0]:g},{c.camera.end[1]:g})" for c in cameras]),
+        ("line in / out: counted (true)", [
+            f"{c.counted['in']} / {c.counted['out']} ({c.true['in']} / {c.true['out']})"
+            for c in cameras]),
+        ("tracking vs truth: IDF1 / MOTA", [f"{c.scores.idf1:.3f} / {c.scores.mota:.3f}"
+                                            for c in cameras]),
+        ("ID switches", [str(c.scores.id_switches) for c in cameras]),
+        ("fps per stream", [f"{c.fps:.0f} on {run.backend}" for c in cameras]),
+    ]
+    batches = ", ".join(f"{count} of size {size}" for size, count in run.batches.items())
+    files = [str(path) for c in cameras for path in c.files]
+    return "\n".join([*_columns(rows), f"batches: {batches} ({run.batching})", "",
+                      "wrote " + ", ".join(files)])
+
+
+def _columns(rows: list[tuple[str, list[str]]]) -> list[str]:
+    label_width = max(len(label) for label, _ in rows)
+    widths = [max(len(values[i]) for _, values in rows) for i in range(len(rows[0][1]))]
+    lines = []
+    for label, values in rows:
+        cells = "   ".join(value.ljust(width) for value, width in zip(values, widths, strict=True))
+        lines.append(f"{label.ljust(label_width)}   {cells}".rstrip())
+    return lines
