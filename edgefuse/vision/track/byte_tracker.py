@@ -19,8 +19,9 @@ Associating Every Detection Box", ECCV 2022) step by step:
 What differs, on purpose: removed tracks are forgotten (ByteTrack's ``removed_stracks`` list
 grows for the life of the process: a leak on a camera that runs for months); IDs are counted per
 tracker instance, not in a class attribute, so two cameras never share or skip IDs; each track
-keeps the class of its last matched detection; the Kalman filter runs batched
-(``edgefuse.vision.track.kalman``).
+keeps the class of its last matched detection; the Kalman filter runs batched and keeps width
+and height, not ByteTrack's aspect ratio, as BoT-SORT's does (``edgefuse.vision.track.kalman``:
+why).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class ByteTracker:
         # a lost track's height stops changing (ByteTrack's multi_predict), then all predict
         self._mean[self._state != TRACKED, 7] = 0.0
         self._mean, self._cov = kalman.predict(self._mean, self._cov)
-        iou = box_iou(kalman.xyah_to_xyxy(self._mean), boxes)
+        iou = box_iou(kalman.xywh_to_xyxy(self._mean), boxes)
         confirmed = np.flatnonzero(self._confirmed)
         unconfirmed = np.flatnonzero(~self._confirmed)
 
@@ -146,7 +147,7 @@ class ByteTracker:
         # every shown track took a detection on this frame: report the box the detector saw
         # (the Kalman state is for association; its aspect-ratio smoothing costs 0.05 HOTA
         # on bench.tracking's walkers, as trackers' and supervision's outputs show)
-        shown_boxes = kalman.xyah_to_xyxy(self._mean[shown])
+        shown_boxes = kalman.xywh_to_xyxy(self._mean[shown])
         matched = self._detection[shown] >= 0
         shown_boxes[matched] = boxes[self._detection[shown][matched]]
         return Tracks(
@@ -159,7 +160,7 @@ class ByteTracker:
         if len(tracks) == 0:
             return
         self._mean[tracks], self._cov[tracks] = kalman.update(
-            self._mean[tracks], self._cov[tracks], kalman.xyxy_to_xyah(boxes[rows]))
+            self._mean[tracks], self._cov[tracks], kalman.xyxy_to_xywh(boxes[rows]))
         self._scores[tracks], self._classes[tracks] = scores[rows], classes[rows]
         self._state[tracks], self._confirmed[tracks] = TRACKED, True
         self._last[tracks], self._detection[tracks] = self._frame, rows
@@ -169,7 +170,7 @@ class ByteTracker:
         count = len(rows)
         if count == 0:
             return
-        mean, cov = kalman.initiate(kalman.xyxy_to_xyah(boxes[rows]))
+        mean, cov = kalman.initiate(kalman.xyxy_to_xywh(boxes[rows]))
         self._mean = np.concatenate([self._mean, mean])
         self._cov = np.concatenate([self._cov, cov])
         self._ids = np.concatenate([self._ids, self._next_id + np.arange(count)])
@@ -191,7 +192,7 @@ class ByteTracker:
         lost = np.flatnonzero(self._state == LOST)
         if len(tracked) == 0 or len(lost) == 0:
             return
-        corners = kalman.xyah_to_xyxy(self._mean)
+        corners = kalman.xywh_to_xyxy(self._mean)
         pairs = np.argwhere(box_iou(corners[tracked], corners[lost]) > 0.85)
         if len(pairs) == 0:
             return
