@@ -42,12 +42,14 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pairwise IoU of xyxy boxes, [len(a), len(b)]."""
     a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
     b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    area_a = np.clip(a[:, 2] - a[:, 0], 0, None) * np.clip(a[:, 3] - a[:, 1], 0, None)
-    area_b = np.clip(b[:, 2] - b[:, 0], 0, None) * np.clip(b[:, 3] - b[:, 1], 0, None)
-    width = np.clip(np.minimum(a[:, None, 2], b[None, :, 2])
-                    - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
-    height = np.clip(np.minimum(a[:, None, 3], b[None, :, 3])
-                     - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    # np.maximum(x, 0), not np.clip(x, 0, None): the same values, a fifth of the call overhead
+    # (the tracker calls this twice a frame)
+    area_a = np.maximum(a[:, 2] - a[:, 0], 0) * np.maximum(a[:, 3] - a[:, 1], 0)
+    area_b = np.maximum(b[:, 2] - b[:, 0], 0) * np.maximum(b[:, 3] - b[:, 1], 0)
+    width = np.maximum(np.minimum(a[:, None, 2], b[None, :, 2])
+                       - np.maximum(a[:, None, 0], b[None, :, 0]), 0)
+    height = np.maximum(np.minimum(a[:, None, 3], b[None, :, 3])
+                        - np.maximum(a[:, None, 1], b[None, :, 1]), 0)
     inter = width * height
     union = area_a[:, None] + area_b[None, :] - inter
     return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
