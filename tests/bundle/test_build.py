@@ -29,6 +29,7 @@ from edgefuse.reference.recording import load_recording, make_recording
 from edgefuse.runtime import open_session
 from edgefuse.testing import assert_replays
 from tests.bundle.models import silu_head, write_spec
+from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
 
 pytestmark = pytest.mark.ort
 
@@ -361,12 +362,14 @@ models:
     precision: {keep_fp32: none}
     verify: {samples: 1}
 app: {kind: segmentation, model: silu}
-"""
+python: {version: "PYTHON", wheels: wheelhouse}
+""".replace("PYTHON", HOST_PYTHON)
 
 
 def _ops_spec(folder):
     (folder / "models").mkdir(parents=True)
     onnx.save_model(silu_head(), str(folder / "models/silu.onnx"))
+    fill_wheelhouse(folder / "wheelhouse")
     (folder / "spec.yaml").write_text(OPS_SPEC)
     return folder / "spec.yaml"
 
