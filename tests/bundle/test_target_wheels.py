@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -210,3 +209,29 @@ def test_first_boot_pip_runs_as_the_service_user_on_the_locked_wheels_only(small
     assert not any(arg.startswith("--index-url") or ".whl" in arg for arg in pip)
     venv = release / ".venv"
     assert {path.stat().st_uid for path in [venv, *venv.rglob("*")]} == {0}
+
+
+def _simple_index(wheelhouse: Path, folder: Path) -> str:
+    """A PEP 503 index of ``wheelhouse`` on disk; returns its file: URL."""
+    for wheel in wheelhouse.glob("*.whl"):
+        project = folder / re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+        project.mkdir(parents=True, exist_ok=True)
+        shutil.copy(wheel, project / wheel.name)
+        (project / "index.html").write_text(
+            "".join(f'<a href="{w.name}">{w.name}</a>\n' for w in sorted(project.glob("*.whl"))))
+    return folder.as_uri()
+
+
+def test_download_fetches_the_targets_wheels_from_the_hosts_index(small_build, tmp_path,
+                                                                 monkeypatch):
+    """``wheels: download``: pip download with the build host's index settings (here a local
+    index named by PIP_INDEX_URL; no network)."""
+    spec = write_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace("wheels: wheelhouse", "wheels: download"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", _simple_index(tmp_path / "spec/wheelhouse",
+                                                      tmp_path / "simple"))
+    outcome = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert _lock(outcome.bundle_dir) == _lock(small_build.bundle)
