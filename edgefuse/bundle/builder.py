@@ -9,15 +9,14 @@ OUT_DIR::
     k8s/                         with ``emit=("k8s",)``: Containerfile, daemonset.yaml (``kube``)
     build-log.json               per model and stage: cached or built, seconds (not in the bundle)
 
-Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> build each model
-(in ``jobs`` worker processes; ``shard`` K/N builds only models i with i % N == K - 1, into the
-cache, and assembles nothing) -> the op package and the wheel (cached) -> the target's wheels
-(edgefuse's wheel and its dependencies for the board's Python, ``target_wheels``; cached) ->
-assemble into a
-temporary sibling of OUT_DIR -> archive -> rename into place. A failure anywhere removes the
-temporary folder; cache entries are complete or absent (``cache``), so an interrupted build
-leaves neither a half-written bundle nor a poisoned cache. Models that built before another
-failed keep their cache entries: the next run starts from there.
+Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> the edgefuse wheel
+and the target's wheels (it and its dependencies for the board's Python, ``target_wheels``;
+cached; a shard run skips them) -> build each model (in ``jobs`` worker processes; ``shard`` K/N
+builds only models i with i % N == K - 1, into the cache, and assembles nothing) -> the op
+package (cached) -> assemble into a temporary sibling of OUT_DIR -> archive -> rename into
+place. A failure anywhere removes the temporary folder; cache entries are complete or absent
+(``cache``), so an interrupted build leaves neither a half-written bundle nor a poisoned cache.
+Models that built before another failed keep their cache entries: the next run starts from there.
 """
 
 from __future__ import annotations
@@ -42,7 +41,13 @@ from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
-from edgefuse.bundle.digests import PACKAGE_DIR, key_of, library_version, tool_versions, tree_sha256
+from edgefuse.bundle.digests import (
+    PACKAGE_DIR,
+    key_of,
+    library_version,
+    tool_versions,
+    tree_sha256,
+)
 from edgefuse.bundle.kube import write_k8s
 from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
@@ -163,6 +168,11 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                          hint="add an app (see examples/tiny-camera.yaml)",
                          reference=Ref.BAD_ARGUMENT)
     cache = Cache(cache_root, read=use_cache)
+    wheels = None
+    if slice_ is None:  # a wheelhouse that lacks the board's wheels fails before any model
+        wheel, _ = cache.fetch("wheel", wheel_key(PACKAGE_DIR.parent / "pyproject.toml"),
+                               lambda scratch: {"wheel": build_wheel(scratch, DEFAULT_EPOCH).name})
+        wheels = _target_wheels(spec, wheel, cache)
     models = list(spec.models)
     if slice_ is not None:
         index, count = slice_
@@ -174,9 +184,6 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
     if slice_ is not None:
         return BuildOutcome(spec, None, None, None, None, log, time.perf_counter() - start)
     opp = _op_package(spec, builds, cache)
-    wheel, _ = cache.fetch("wheel", wheel_key(PACKAGE_DIR.parent / "pyproject.toml"),
-                           lambda scratch: {"wheel": build_wheel(scratch, DEFAULT_EPOCH).name})
-    wheels = _target_wheels(spec, wheel, cache)
     staging = temporary_directory_in(out.parent, f".{out.name}.partial-")
     try:
         publish_directory(staging)

@@ -106,6 +106,11 @@ def write_spec(folder: Path, *, version: str = "1.0.0", fp16_gate: float = 0.999
     return spec
 
 
+def without_app(text: str) -> str:
+    """The spec text of ``write_spec`` without its app and service sections (no service)."""
+    return text[: text.index("app:\n")] + text[text.index("python:\n"):]
+
+
 def silu_head(seed: int = 2, size: int = 16) -> onnx.ModelProto:
     """[1,3,S,S] -> Conv -> x * Sigmoid(x) -> [1,8,S,S]: optimize for an Ascend soc makes Swish."""
     rng = np.random.default_rng(seed)

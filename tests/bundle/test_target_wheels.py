@@ -88,7 +88,7 @@ def test_the_download_command_resolves_for_the_board(tmp_path):
     assert argv.count("--platform") == 2
 
 
-def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build(small_build, tmp_path):
+def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build_first(tmp_path):
     spec = write_spec(tmp_path / "spec")
     house = tmp_path / "spec" / "wheelhouse"
     version = requirement_floors()["numpy"]
@@ -96,9 +96,12 @@ def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build(small_build, t
         wheel.unlink()
     dummy_wheel(house, "numpy", version, tag="cp311-cp311-manylinux2014_x86_64")  # the host's
     with pytest.raises(InputError, match=r"lacks wheels for the target") as caught:
-        build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+        build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
     assert "numpy" in caught.value.context and "--only-binary=:all:" in caught.value.context
     assert not (tmp_path / "out").exists()
+    cache = tmp_path / "cache"
+    assert {p.name for p in cache.iterdir()} <= {"wheel", "wheels"}  # no model was built
+    assert not list((cache / "wheels").rglob("*.whl"))
 
 
 def test_a_spec_without_wheels_for_the_board_is_refused_before_building(tmp_path):

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from edgefuse.bundle.builder import BuildOutcome, build
-from tests.bundle.models import write_spec
+from tests.bundle.models import without_app, write_spec
 
 PREFIX = "opt/edgefuse/small"
 
@@ -37,8 +37,7 @@ def build_version(small_build, folder: Path, version: str, *, key: Path | None =
     spec = write_spec(folder / "spec", version=version)
     text = spec.read_text(encoding="utf-8")
     if prefix is not None:
-        text = (text[: text.index("app:\n")] + f"install:\n  prefix: {prefix}\n"
-                + text[text.index("python:\n"):])
+        text = without_app(text) + f"install:\n  prefix: {prefix}\n"
     if health_marker:
         text = text.replace("{EDGEFUSE_LOG: info}", "{EDGEFUSE_LOG: info, EDGEFUSE_BROKEN: 1}")
     spec.write_text(text, encoding="utf-8")
