@@ -37,8 +37,8 @@ def test_the_detector_finds_the_clips_labelled_objects(detector_model):
 
 
 def test_detector_mode_scores_both_trackers(detector_model, tmp_path, monkeypatch, capsys):
-    pytest.importorskip("trackeval")  # the tracking-bench extra, not in CI's install
-    pytest.importorskip("trackers")
+    optional("trackeval")  # the peer and the scores: in the dev extra, so CI runs this
+    optional("trackers")
     monkeypatch.setattr(tracking, "RESULTS", tmp_path)
     monkeypatch.setattr(tracking, "export_catalogue_model", lambda name, variant: detector_model)
     assert tracking.main(["--mode", "detector", "--detector-frames", "8", "--reps", "1"]) == 0
