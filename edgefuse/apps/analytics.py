@@ -165,14 +165,15 @@ class AnalyticsSetup:
         """``task`` with tracking and analytics (its own tracker, so IDs are the stream's own)
         when the config or the stream's own ``lines``/``zones`` (which replace the config's)
         ask for any, else as it is. With ``frame_size`` (width, height) the lines and zones are
-        checked against it now."""
+        checked against it now, else at the first frame."""
         lines = self.config.lines if lines is None else lines
         zones = self.config.zones if zones is None else zones
         if not (self.config.wanted or lines or zones):
             return task
         tracked = Tracked(task, stream=stream, tracker=ByteTracker(self.config.track),
                           lines=[LineCounter(**spec) for spec in lines],
-                          zones=[Zone(**spec) for spec in zones], publishers=self.publishers)
+                          zones=[Zone(**spec) for spec in zones], publishers=self.publishers,
+                          check_first_frame=frame_size is None)
         if frame_size is not None:
             tracked.check_within(*frame_size)
         self.wrapped[stream] = tracked

@@ -232,10 +232,13 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
                       else "every one finished")
             print(f"{stream.name + ': ' if several else ''}stopped: "
                   f"{run.reason.replace('_', ' ')} after {read} frames read, {ending}")
+    if summary.reason != "end" and all(run.reason == "end" for run in summary.streams.values()):
+        print(f"stopped: {summary.reason.replace('_', ' ')} as the streams ended; every frame "
+              "was read and finished")
     for name, why in summary.lost.items():
-        print(f"lost {name}: {why}")
+        print(f"lost {name}: {why.splitlines()[0]}")
     if several:
-        sizes = ", ".join(f"{count} of {size}" for size, count in sorted(batcher.sizes.items()))
+        sizes = ", ".join(f"{count} of size {size}" for size, count in sorted(batcher.sizes.items()))
         print(f"batches run: {sizes or 'none'}")
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count

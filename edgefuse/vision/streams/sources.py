@@ -82,6 +82,7 @@ class Source:
         self.fps: float | None = None
         self.frame_size: tuple[int, int] | None = None  # (width, height), when known early
         self._on_state: Callable[[str, str], None] | None = None
+        self._told: list[tuple[str, str]] = []  # states before ``on_state``
         self._finished = False
         self._stats: PipelineStats | None = None
         self._pending: dict[str, int] = {}
@@ -97,17 +98,28 @@ class Source:
     def close(self) -> None:
         self._finished = True
 
-    def on_state(self, callback: Callable[[str, str], None] | None) -> None:
+    def on_state(self, callback: Callable[[str, str], None]) -> None:
         """Call ``callback(state, detail)`` when a live source goes ``down`` (the device dropped),
         comes back ``up`` (reconnected) or is ``lost`` (gave up; called before the loss is raised,
-        while the run's sinks are still open). Called from the source's reader thread."""
-        self._on_state = callback
+        while the run's sinks are still open), from the source's reader thread. States told
+        before a callback was set are handed to it now, in order."""
+        with self._count_lock:
+            self._on_state = callback
+            told, self._told = self._told, []
+        for state, detail in told:
+            self._call(callback, state, detail)
 
     def _tell(self, state: str, detail: str = "") -> None:
-        if self._on_state is None:
-            return
+        with self._count_lock:
+            callback = self._on_state
+            if callback is None:
+                self._told.append((state, detail))
+                return
+        self._call(callback, state, detail)
+
+    def _call(self, callback: Callable[[str, str], None], state: str, detail: str) -> None:
         try:
-            self._on_state(state, detail)
+            callback(state, detail)
         except Exception:  # noqa: BLE001 - a listener's failure must not take the stream down
             log.exception("%s: the %s listener failed", self.name, state)
 
