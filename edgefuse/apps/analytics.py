@@ -13,6 +13,11 @@ Config keys (YAML, each optional; any of ``lines``, ``zones`` or ``events`` turn
     serve: "127.0.0.1:8080"          # live view, /metrics, /healthz (--serve HOST:PORT)
     serve_token: null                # required when serving beyond 127.0.0.1
 
+With several streams (``sources:``), a stream's own ``lines:``/``zones:`` replace these, which
+otherwise apply to every stream; each stream gets its own tracker and counts (``wrap``). A
+stream's source going down, coming up or being lost is the event ``stream_down`` /
+``stream_up`` / ``stream_lost`` (``stream_state``), published and journalled like the others.
+
 Why here and not in the config module: these keys build objects with state and threads
 (trackers, publishers, a web server) whose lifetime is the run's; ``AnalyticsSetup`` opens them
 in order and closes them in reverse, so a run that fails half-way leaves no thread behind.

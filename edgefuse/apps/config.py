@@ -260,6 +260,12 @@ def _rotation(value: Any, key: str, where: str) -> Rotation:
                                                   low=0, integer=True)))
 
 
+def _finite(number: float, key: str, where: str) -> float:
+    if not math.isfinite(number):
+        raise rec.bad(f"'{key}' must be finite, got {number!r}", where, _REF)
+    return number
+
+
 def _above_zero(value: Any, key: str, where: str) -> float:
     number = float(rec.number(value, key, where, _REF, low=0))
     if number <= 0:
@@ -289,7 +295,8 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "source": _optional(_source),
     "sources": _sources,
     "batch": _optional(_int(1)),
-    "batch_wait_ms": _positive_float,
+    "batch_wait_ms": lambda value, key, where: _finite(_positive_float(value, key, where), key,
+                                                       where),
     "backend": _backends,
     "threads": _optional(_int(1)),
     "device_id": _int(0),

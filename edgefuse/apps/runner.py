@@ -6,17 +6,24 @@ from a checkout must run the same code. ``apps/detection/__main__.py`` calls ``e
 with its ``config.yaml``; the logic is here and in ``edgefuse.apps.detection`` /
 ``segmentation``.
 
-Order of a run: check the config and that no output would overwrite an input (the model, the
-config, the source) or another output, open the model (a wrong kind of model fails here), warm
-it up and rehearse one grey frame through decode, record and drawing (a layout the decoder
-refuses or a palette that cannot draw fails here), open the source (an unreadable source, or a
-folder where no image decodes, fails here), create the sinks, run the pipeline, print the
+Order of a run: resolve the streams (``streams.py``: names, options, and that no output would
+overwrite an input (the model, the config, a source) or another output), open the model (a
+wrong kind of model fails here), warm it up and rehearse one grey frame through decode, record
+and drawing (a layout the decoder refuses or a palette that cannot draw fails here), plan the
+batches and rehearse a full batch (a model whose outputs do not split by frame fails here), open
+every source (an unreadable source, or a folder where no image decodes, fails here), check each
+stream's lines and zones against its frame size, create the sinks, run the streams, print the
 summary. Everything that can be checked is checked before the first sink exists, so a run that
-cannot succeed leaves no output file, not even an empty one. SIGTERM, SIGHUP and Ctrl-C stop it
-cleanly (``stopping.py``: exit 0, or 130 for Ctrl-C); under systemd it reports ready, alive and
-stopping (``systemd.py``). Periodic stats lines go to
-stderr, the summary and the files written to stdout (to stderr, before the error, when a stage
-failed).
+cannot succeed leaves no output file, not even an empty one.
+
+One run path for one stream and many: a ``MultiPipeline`` (one ``Pipeline`` per stream, one
+model session behind a ``Batcher``). Each stream has its own task wrapper (tracker, counts), its
+own sinks and stats; its source's down/up/lost states become ``stream_*`` events. The run exits
+0 while any stream ended normally; a lost stream is reported; every stream lost exits with the
+loss. SIGTERM, SIGHUP and Ctrl-C stop it cleanly (``stopping.py``: exit 0, or 130 for Ctrl-C);
+under systemd it reports ready, alive and stopping (``systemd.py``). Periodic stats lines go to
+stderr (prefixed with the stream's name when there are several), the summary and the files
+written to stdout (to stderr, before the error, when a stage failed).
 """
 
 from __future__ import annotations
@@ -238,7 +245,8 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
     for name, why in summary.lost.items():
         print(f"lost {name}: {why.splitlines()[0]}")
     if several:
-        sizes = ", ".join(f"{count} of size {size}" for size, count in sorted(batcher.sizes.items()))
+        sizes = ", ".join(f"{count} of size {size}"
+                          for size, count in sorted(batcher.sizes.items()))
         print(f"batches run: {sizes or 'none'}")
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count

@@ -242,3 +242,60 @@ def test_every_stream_lost_exits_with_the_loss(detector_onnx, tmp_path, capsys, 
                  "cam-b", *QUIET])
     assert code == 2
     assert "error[source-lost]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("verb", "text", "message"), [
+    ("detect", "source: a.mp4\nsources: [b.mp4]\n", "both 'source' and 'sources'"),
+    ("segment", "sources:\n  - {source: a.mp4, lines: [{name: l, start: [0, 0], end: [5, 5]}]}\n",
+     "sets lines or zones, which this app does not count"),
+])
+def test_streams_the_app_cannot_run_exit_2_before_the_model_opens(tmp_path, capsys, verb, text,
+                                                                 message):
+    config = tmp_path / "cams.yaml"
+    config.write_text(text)
+    assert main([verb, "--config", str(config), "--model", "absent.onnx", *QUIET]) == 2
+    assert message in capsys.readouterr().err
+
+
+class Recorded:
+    """A publisher that keeps what it is given."""
+
+    def __init__(self, into: list) -> None:
+        self.publish, self.close = into.append, lambda: None
+
+
+def test_stream_states_are_published_journalled_counted_and_turn_health(tmp_path):
+    """``stream_state`` as a source's down/up/lost reach it: each publisher and the stream's
+    JSON Lines get the event, it is counted, and /healthz answers 503 while a stream is down."""
+    optional("aiohttp")
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from edgefuse.apps.analytics import AnalyticsConfig, AnalyticsSetup  # noqa: PLC0415
+    from edgefuse.vision.streams.sinks import JsonlSink  # noqa: PLC0415
+
+    def health(url):
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=10) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    setup = AnalyticsSetup(AnalyticsConfig(serve=("127.0.0.1", 0)), ["gate", "dock"])
+    published = []
+    setup.publishers.append(Recorded(published))
+    journal = JsonlSink(tmp_path / "dock.jsonl", stream="dock")
+    try:
+        assert health(setup.server.url) == 200
+        setup.stream_state("dock", "down", "the stream dropped", journal)
+        assert health(setup.server.url) == 503
+        setup.stream_state("dock", "up", "reconnected (attempt 1)", journal)
+        assert health(setup.server.url) == 200
+    finally:
+        journal.close()
+        setup.close()
+    assert [(e["type"], e["stream"]) for e in published] == [("stream_down", "dock"),
+                                                             ("stream_up", "dock")]
+    records = _records(tmp_path / "dock.jsonl")
+    assert [r["events"] for r in records] == [[e] for e in published]
+    assert setup.stream_events == {("dock", "stream_down"): 1, ("dock", "stream_up"): 1}
