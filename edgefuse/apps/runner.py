@@ -143,8 +143,8 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
         task = make_task(session, info, model_source, config)
         task.warm_up()
         feeds = rehearse(task, draws=bool(config.save or config.show))
-        plan = plan_batches(session, min(config.batch or len(plans), len(plans)))
-        batcher = Batcher(task.infer, plan, wait_s=config.batch_wait_ms / 1e3,
+        batching = plan_batches(session, min(config.batch or len(plans), len(plans)))
+        batcher = Batcher(task.infer, batching, wait_s=config.batch_wait_ms / 1e3,
                           streams=len(plans))
         resources.callback(batcher.close)
         batcher.rehearse(feeds)
@@ -161,8 +161,8 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
                               plan.max_frames) for plan in plans]
             note = f"; {task.layout_note}" if task.layout_note else ""
             print(f"{model_source.label}: {task.layout} on {session.backend}; "
-                  f"{_describe_sources(sources)}; batch up to {plan.max_batch} "
-                  f"({plan.why}){note}", file=sys.stderr)
+                  f"{_describe_sources(sources)}; batch up to {batching.max_batch} "
+                  f"({batching.why}){note}", file=sys.stderr)
             multi = MultiPipeline(
                 streams, batcher=batcher, queue_size=config.queue_size,
                 in_flight=config.in_flight, stop_timeout_s=config.stop_timeout_s,

@@ -11,7 +11,9 @@ that stays down after its reconnect attempts (``error[source-lost]``) is reporte
 others go on, unless every stream is lost (then ``run`` raises the loss). Any other error (the
 model, a sink) stops every stream and ``run`` raises it. ``stop`` and ``interrupt`` reach every
 stream; the thread calling ``run`` waits on one completion event per stream inside the
-KeyboardInterrupt handling, as ``Pipeline.run`` does, so a Ctrl-C is an interrupt of all.
+KeyboardInterrupt handling, as ``Pipeline.run`` does, so a Ctrl-C is an interrupt of all. One
+stream runs in the calling thread itself (an app with one camera behaves as a ``Pipeline``
+alone), and an interrupt that came after every stream ended still reads as one in the summary.
 """
 
 from __future__ import annotations
