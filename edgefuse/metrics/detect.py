@@ -1,4 +1,5 @@
-"""COCO-style box AP (AP50 and AP50:95, 101-point interpolation, class-aware) and YOLO decoding.
+"""COCO-style box AP (AP50 and AP50:95, 101-point interpolation, class-aware), a one-to-one
+box match of two detection sets, and YOLO decoding.
 
 Why a re-implementation of COCOeval's bbox path: parity scores FP16 boxes against FP32 boxes, with
 no annotation files and no pycocotools. It follows ``COCOeval.evaluateImg``/``accumulate``: per
@@ -50,6 +51,28 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     inter = width * height
     union = area_a[:, None] + area_b[None, :] - inter
     return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+def match_detections(actual: Detections, expected: Detections, threshold: float, *,
+                     classes: bool = True) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Pairs (expected index, actual index) at IoU >= ``threshold`` (of the same class unless
+    ``classes`` is False), each expected box taking, greedily by its score, the free actual box
+    it overlaps most; then the expected boxes left unmatched and the actual ones left over."""
+    overlaps = box_iou(expected.boxes, actual.boxes)
+    taken: set[int] = set()
+    matched, missing = [], []
+    for i in np.argsort(-np.asarray(expected.scores), kind="stable"):
+        candidates = [(overlaps[i, j], j) for j in range(len(actual)) if j not in taken
+                      and overlaps[i, j] >= threshold
+                      and (not classes or int(actual.classes[j]) == int(expected.classes[i]))]
+        if candidates:
+            _, j = max(candidates)
+            taken.add(j)
+            matched.append((int(i), j))
+        else:
+            missing.append(int(i))
+    extra = [j for j in range(len(actual)) if j not in taken]
+    return matched, sorted(missing), extra
 
 
 def average_precision(
