@@ -13,6 +13,11 @@ Config keys (YAML, each optional; any of ``lines``, ``zones`` or ``events`` turn
     serve: "127.0.0.1:8080"          # live view, /metrics, /healthz (--serve HOST:PORT)
     serve_token: null                # required when serving beyond 127.0.0.1
 
+With several streams (``sources:``), a stream's own ``lines:``/``zones:`` replace these, which
+otherwise apply to every stream; each stream gets its own tracker and counts (``wrap``). A
+stream's source going down, coming up or being lost is the event ``stream_down`` /
+``stream_up`` / ``stream_lost`` (``stream_state``), published and journalled like the others.
+
 Why here and not in the config module: these keys build objects with state and threads
 (trackers, publishers, a web server) whose lifetime is the run's; ``AnalyticsSetup`` opens them
 in order and closes them in reverse, so a run that fails half-way leaves no thread behind.
@@ -20,8 +25,11 @@ in order and closes them in reverse, so a run that fails half-way leaves no thre
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +44,7 @@ from edgefuse.vision.events.webhook import WebhookPublisher
 from edgefuse.vision.serve.server import LiveServer
 from edgefuse.vision.serve.sink import LiveSink
 from edgefuse.vision.serve.state import LiveState
-from edgefuse.vision.streams.sinks import Sink
+from edgefuse.vision.streams.sinks import JsonlSink, Sink
 from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions
 
 _REF = Ref.BAD_CONFIG
@@ -139,6 +147,8 @@ class AnalyticsSetup:
         self.server: LiveServer | None = None
         self.state: LiveState | None = None
         self.wrapped: dict[str, Tracked] = {}
+        self.stream_events: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._lock = threading.Lock()
         try:
             if config.mqtt:
                 mqtt = dict(config.mqtt)
@@ -154,19 +164,42 @@ class AnalyticsSetup:
             self.close()
             raise
 
-    def wrap(self, task: Any, stream: str, frame_size: tuple[int, int] | None = None) -> Any:
-        """``task`` with tracking and analytics when the config asks for any, else as it is."""
-        if not self.config.wanted:
+    def wrap(self, task: Any, stream: str, *, lines: tuple[dict[str, Any], ...] | None = None,
+             zones: tuple[dict[str, Any], ...] | None = None,
+             frame_size: tuple[int, int] | None = None) -> Any:
+        """``task`` with tracking and analytics (its own tracker, so IDs are the stream's own)
+        when the config or the stream's own ``lines``/``zones`` (which replace the config's)
+        ask for any, else as it is. With ``frame_size`` (width, height) the lines and zones are
+        checked against it now, else at the first frame."""
+        lines = self.config.lines if lines is None else lines
+        zones = self.config.zones if zones is None else zones
+        if not (self.config.wanted or lines or zones):
             return task
-        lines = [LineCounter(**spec) for spec in self.config.lines]
-        zones = [Zone(**spec) for spec in self.config.zones]
-        if frame_size is not None:
-            for zone in zones:
-                zone.check_within(*frame_size)
         tracked = Tracked(task, stream=stream, tracker=ByteTracker(self.config.track),
-                          lines=lines, zones=zones, publishers=self.publishers)
+                          lines=[LineCounter(**spec) for spec in lines],
+                          zones=[Zone(**spec) for spec in zones], publishers=self.publishers,
+                          check_first_frame=frame_size is None)
+        if frame_size is not None:
+            tracked.check_within(*frame_size)
         self.wrapped[stream] = tracked
         return tracked
+
+    def stream_state(self, stream: str, state: str, detail: str = "",
+                     journal: JsonlSink | None = None) -> None:
+        """A stream went ``down``, came ``up`` or was ``lost``: the event ``stream_<state>`` to
+        every publisher and to the stream's JSON Lines (``journal``), counted in
+        ``stream_events``, and the live view's health follows it."""
+        event = {"type": f"stream_{state}", "stream": stream, "time": round(time.time(), 3)}
+        if detail:
+            event["detail"] = detail
+        for publisher in self.publishers:
+            publisher.publish(event)
+        if journal is not None:
+            journal.note({"stream": stream, "time": event["time"], "events": [event]})
+        with self._lock:
+            self.stream_events[(stream, event["type"])] += 1
+        if self.state is not None:
+            self.state.set_up(stream, state == "up")
 
     def sinks(self, stream: str, stats: Any = None) -> list[Sink]:
         if self.state is None:

@@ -35,11 +35,27 @@ MIN_TIMEOUT_S = 0.001
 
 
 @dataclasses.dataclass(frozen=True)
+class StreamSpec:
+    """One entry of ``sources:``: the source, its name (None: ``stream<i>``) and the per-stream
+    options it sets (``STREAM_OPTIONS``; the ones it leaves out are the config's own)."""
+
+    source: str | int
+    name: str | None = None
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+STREAM_OPTIONS = ("stride", "live", "reconnect", "max_frames", "camera", "lines", "zones")
+
+
+@dataclasses.dataclass(frozen=True)
 class AppConfig:
     """What both apps take (see apps/*/config.yaml for the commented YAML)."""
 
     model: str | None = None
     source: str | int | None = None
+    sources: tuple[StreamSpec, ...] = ()  # several streams (edgefuse.apps.streams)
+    batch: int | None = None  # frames of different streams per model run; null: one per stream
+    batch_wait_ms: float = 0.0  # how long a batch waits for more streams' frames (0: greedy)
     backend: tuple[str, ...] = DEFAULT_BACKENDS
     threads: int | None = None
     device_id: int = 0
@@ -98,6 +114,32 @@ class SegmentationConfig(AppConfig):
 
 
 # ---- value checks ------------------------------------------------------------------------------
+
+
+def _sources(value: Any, key: str, where: str) -> tuple[StreamSpec, ...]:
+    """``sources:``: sources, or mappings ``{name, source (or url), <STREAM_OPTIONS>}``."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)) or not value:
+        raise rec.bad(f"'{key}' must be a non-empty list of sources or {{name, source, ...}} "
+                      f"entries, got {value!r}", where, _REF)
+    specs = []
+    for index, item in enumerate(value):
+        at = f"{key}[{index}]"
+        if not isinstance(item, Mapping):
+            specs.append(StreamSpec(_source(item, at, where)))
+            continue
+        data = dict(rec.check_mapping(item, f"{where} '{at}'", _REF))
+        rec.check_keys(data, ("name", "source", "url", *STREAM_OPTIONS), f"{where} '{at}'", _REF)
+        if ("source" in data) == ("url" in data):
+            raise rec.bad(f"'{at}' needs one of 'source' or 'url'", where, _REF)
+        source = _source(data.pop("source") if "source" in data else data.pop("url"),
+                         f"{at}.source", where)
+        name = _text(data.pop("name"), f"{at}.name", where) if "name" in data else None
+        options = {option: CHECKS[option](v, f"{at}.{option}", where)
+                   for option, v in data.items()}
+        specs.append(StreamSpec(source, name, options))
+    return tuple(specs)
 
 
 def _optional(check: Callable[[Any, str, str], Any]) -> Callable[[Any, str, str], Any]:
@@ -218,6 +260,12 @@ def _rotation(value: Any, key: str, where: str) -> Rotation:
                                                   low=0, integer=True)))
 
 
+def _finite(number: float, key: str, where: str) -> float:
+    if not math.isfinite(number):
+        raise rec.bad(f"'{key}' must be finite, got {number!r}", where, _REF)
+    return number
+
+
 def _above_zero(value: Any, key: str, where: str) -> float:
     number = float(rec.number(value, key, where, _REF, low=0))
     if number <= 0:
@@ -245,6 +293,10 @@ def _palette(value: Any, key: str, where: str) -> str | tuple[Any, ...]:
 CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "model": _optional(_text),
     "source": _optional(_source),
+    "sources": _sources,
+    "batch": _optional(_int(1)),
+    "batch_wait_ms": lambda value, key, where: _finite(_positive_float(value, key, where), key,
+                                                       where),
     "backend": _backends,
     "threads": _optional(_int(1)),
     "device_id": _int(0),

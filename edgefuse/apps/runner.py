@@ -6,17 +6,24 @@ from a checkout must run the same code. ``apps/detection/__main__.py`` calls ``e
 with its ``config.yaml``; the logic is here and in ``edgefuse.apps.detection`` /
 ``segmentation``.
 
-Order of a run: check the config and that no output would overwrite an input (the model, the
-config, the source) or another output, open the model (a wrong kind of model fails here), warm
-it up and rehearse one grey frame through decode, record and drawing (a layout the decoder
-refuses or a palette that cannot draw fails here), open the source (an unreadable source, or a
-folder where no image decodes, fails here), create the sinks, run the pipeline, print the
+Order of a run: resolve the streams (``streams.py``: names, options, and that no output would
+overwrite an input (the model, the config, a source) or another output), open the model (a
+wrong kind of model fails here), warm it up and rehearse one grey frame through decode, record
+and drawing (a layout the decoder refuses or a palette that cannot draw fails here), plan the
+batches and rehearse a full batch (a model whose outputs do not split by frame fails here), open
+every source (an unreadable source, or a folder where no image decodes, fails here), check each
+stream's lines and zones against its frame size, create the sinks, run the streams, print the
 summary. Everything that can be checked is checked before the first sink exists, so a run that
-cannot succeed leaves no output file, not even an empty one. SIGTERM, SIGHUP and Ctrl-C stop it
-cleanly (``stopping.py``: exit 0, or 130 for Ctrl-C); under systemd it reports ready, alive and
-stopping (``systemd.py``). Periodic stats lines go to
-stderr, the summary and the files written to stdout (to stderr, before the error, when a stage
-failed).
+cannot succeed leaves no output file, not even an empty one.
+
+One run path for one stream and many: a ``MultiPipeline`` (one ``Pipeline`` per stream, one
+model session behind a ``Batcher``). Each stream has its own task wrapper (tracker, counts), its
+own sinks and stats; its source's down/up/lost states become ``stream_*`` events. The run exits
+0 while any stream ended normally; a lost stream is reported; every stream lost exits with the
+loss. SIGTERM, SIGHUP and Ctrl-C stop it cleanly (``stopping.py``: exit 0, or 130 for Ctrl-C);
+under systemd it reports ready, alive and stopping (``systemd.py``). Periodic stats lines go to
+stderr (prefixed with the stream's name when there are several), the summary and the files
+written to stdout (to stderr, before the error, when a stage failed).
 """
 
 from __future__ import annotations
@@ -31,20 +38,20 @@ from typing import Any
 
 import numpy as np
 
-from edgefuse._files import check_outputs_spare_inputs
 from edgefuse.apps import analytics
 from edgefuse.apps import config as app_config
 from edgefuse.apps.config import AppConfig
 from edgefuse.apps.models import resolve_model
 from edgefuse.apps.stopping import EXIT_CODES, stop_on_signals
+from edgefuse.apps.streams import StreamPlan, plan_streams
 from edgefuse.apps.systemd import Notifier, Watch
 from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import AppInfo
 from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
 from edgefuse.vision.model.adapter import VisionModel
-from edgefuse.vision.streams.pipeline import Pipeline
+from edgefuse.vision.streams.batching import Batcher, plan_batches
+from edgefuse.vision.streams.multi import MultiPipeline, MultiSummary, Stream
 from edgefuse.vision.streams.sinks import (
-    VIDEO_CODECS,
     ImageFolderSink,
     JsonlSink,
     Sink,
@@ -52,12 +59,11 @@ from edgefuse.vision.streams.sinks import (
     WindowSink,
     display_available,
 )
-from edgefuse.vision.streams.sources import IMAGE_SUFFIXES, open_source
+from edgefuse.vision.streams.sources import Source, open_source
 from edgefuse.vision.streams.stats import LATENCY, PipelineStats
 
 log = logging.getLogger(__name__)
 
-STREAM = "stream0"  # the one source's name in events, the live view and /metrics
 MakeTask = Callable[[Session, "AppInfo | None", ModelSource, Any], VisionModel]
 
 
@@ -68,11 +74,15 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="FILE|BUILD_DIR|NAME",
                         help="an .onnx file, a directory from `edgefuse compile`, or a catalogue "
                              "model (yolov8n, yolov8n:tiny, ...)")
-    parser.add_argument("--source", metavar="SOURCE",
-                        help="camera index, video file, rtsp/http URL, image folder, glob or image")
+    parser.add_argument("--source", metavar="SOURCE", action="append",
+                        help="camera index, video file, rtsp/http URL, image folder, glob or "
+                             "image; repeat for several streams (stream0, stream1, ...)")
     parser.add_argument("--save", metavar="OUT.mp4|DIR",
-                        help="annotated video (.mp4, .avi, ...) or a folder for annotated images")
-    parser.add_argument("--jsonl", metavar="OUT.jsonl", help="one JSON record per frame")
+                        help="annotated video (.mp4, .avi, ...) or a folder for annotated images; "
+                             "with several streams, {name} in it or a folder of NAME.mp4")
+    parser.add_argument("--jsonl", metavar="OUT.jsonl",
+                        help="one JSON record per frame; with several streams, {name} in it or "
+                             "a folder of NAME.jsonl")
     parser.add_argument("--show", action="store_true", default=None,
                         help="show a window (only where a display exists; q or Esc stops)")
     parser.add_argument("--backend", action="append", metavar="NAME",
@@ -98,9 +108,13 @@ def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
                      task_flags: tuple[str, ...]) -> Any:
     """The config file's values (or the defaults), with every flag given on top."""
     config = app_config.load(kind, args.config) if args.config else kind()
-    flags = ("model", "source", "save", "jsonl", "show", "threads", "device_id", "class_names",
+    flags = ("model", "save", "jsonl", "show", "threads", "device_id", "class_names",
              "stride", "live", "max_frames", "queue_size", "stats_every", "serial", *task_flags)
     given = {key: getattr(args, key) for key in flags if getattr(args, key) is not None}
+    if args.source:  # replaces the config's source or sources
+        several = len(args.source) > 1
+        given["source"] = None if several else args.source[0]
+        given["sources"] = args.source if several else None
     if args.backend:
         given["backend"] = ",".join(args.backend)
     if args.imgsz:
@@ -114,17 +128,12 @@ def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
 
 
 def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None = None) -> int:
-    """Open everything the config names and run the pipeline; returns the exit code."""
+    """Open everything the config names and run its streams; returns the exit code."""
     if not config.model:
         raise InputError("no model given", hint="pass --model, or set 'model:' in the config",
                          reference=Ref.BAD_CONFIG)
-    if config.source is None:
-        raise InputError("no source given", hint="pass --source, or set 'source:' in the config",
-                         reference=Ref.BAD_CONFIG)
-    check_outputs_spare_inputs(
-        {"--save output": config.save, "--jsonl output": config.jsonl},
-        {"model": config.model, "config": config_file,
-         "source": config.source if isinstance(config.source, str) else None})
+    plans = plan_streams(config, config_file=config_file)
+    names = [plan.name for plan in plans]
     model_source, info = resolve_model(config.model)
     options: dict[str, Any] = {"device_id": config.device_id}
     if config.threads is not None:
@@ -133,57 +142,129 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
             contextlib.ExitStack() as resources:
         task = make_task(session, info, model_source, config)
         task.warm_up()
-        rehearse(task, draws=bool(config.save or config.show))
-        extras = analytics.AnalyticsSetup(analytics.of(config), [STREAM])
+        feeds = rehearse(task, draws=bool(config.save or config.show))
+        batching = plan_batches(session, min(config.batch or len(plans), len(plans)))
+        batcher = Batcher(task.infer, batching, wait_s=config.batch_wait_ms / 1e3,
+                          streams=len(plans))
+        resources.callback(batcher.close)
+        batcher.rehearse(feeds)
+        extras = analytics.AnalyticsSetup(analytics.of(config), names)
         resources.callback(extras.close)
-        task = extras.wrap(task, STREAM)
-        source = open_source(config.source, stride=config.stride, live=config.live,
-                             reconnect=config.reconnect, camera=config.camera)
+        sources = open_sources(plans, resources)
+        tasks = {plan.name: extras.wrap(task, plan.name, lines=plan.lines, zones=plan.zones,
+                                        frame_size=sources[plan.name].frame_size)
+                 for plan in plans}
         with stop_on_signals() as stop_requests:
-            try:
-                pipeline_stats: list[Any] = []  # the pipeline's, once it exists
-                sinks = make_sinks(config, live=source.live) + extras.sinks(
-                    STREAM, stats=lambda: live_stats(pipeline_stats[0]) if pipeline_stats
-                    else {})
-            except BaseException:
-                source.close()
-                raise
+            running: list[MultiPipeline] = []  # the run, once it exists (the live view's stats)
+            streams = [Stream(plan.name, sources[plan.name], tasks[plan.name],
+                              stream_sinks(config, plan, sources[plan.name], extras, running),
+                              plan.max_frames) for plan in plans]
             note = f"; {task.layout_note}" if task.layout_note else ""
-            print(f"{model_source.label}: {task.layout} on {session.backend}; source "
-                  f"{source.name} ({'live' if source.live else 'every frame'}){note}",
-                  file=sys.stderr)
-            pipeline = Pipeline(
-                source, task, sinks, queue_size=config.queue_size, in_flight=config.in_flight,
-                max_frames=config.max_frames, stop_timeout_s=config.stop_timeout_s,
-                report_every=config.stats_every or None,
-                report=lambda snapshot: print(snapshot.line(), file=sys.stderr),
-            )
-            pipeline_stats.append(pipeline.stats)
+            print(f"{model_source.label}: {task.layout} on {session.backend}; "
+                  f"{_describe_sources(sources)}; batch up to {batching.max_batch} "
+                  f"({batching.why}){note}", file=sys.stderr)
+            multi = MultiPipeline(
+                streams, batcher=batcher, queue_size=config.queue_size,
+                in_flight=config.in_flight, stop_timeout_s=config.stop_timeout_s,
+                report_every=config.stats_every or None)
+            for name, pipeline in multi.pipelines.items():
+                prefix = f"{name}: " if len(plans) > 1 else ""
+                pipeline.report = lambda snapshot, p=prefix: print(p + snapshot.line(),
+                                                                   file=sys.stderr)
+            running.append(multi)
             if extras.server is not None:
                 print(f"live view: {extras.server.url}", file=sys.stderr)
-            stop_requests.attach(pipeline)
+            stop_requests.attach(multi)
             notifier = Notifier.from_environment()
             try:
-                with Watch(notifier, pipeline) if notifier else contextlib.nullcontext():
-                    summary = pipeline.run(concurrent=not config.serial)
+                with Watch(notifier, multi) if notifier else contextlib.nullcontext():
+                    summary = multi.run(concurrent=not config.serial)
             except BaseException:
-                print(pipeline.stats.snapshot().summary(), file=sys.stderr)
+                for name, pipeline in multi.pipelines.items():
+                    print(_named(name, len(plans), pipeline.stats.snapshot().summary()),
+                          file=sys.stderr)
                 raise
-    print(summary.stats.summary())
-    for path in (config.save, config.jsonl):
-        if path and Path(path).exists():
-            print(f"wrote {path}")
-    for sink in sinks:
-        if isinstance(sink, VideoSink) and sink.segments:
-            print(f"wrote {len(sink.segments)} video segment(s): {sink.segments[0]} .. "
-                  f"{sink.segments[-1]}")
-    if summary.reason != "end":
-        capture = summary.stats.totals.get("capture")
-        read = capture.count if capture is not None else 0
-        ending = ("the frames in flight were dropped" if summary.aborted
-                  else "every one finished")
-        print(f"stopped: {summary.reason.replace('_', ' ')} after {read} frames read, {ending}")
+    print_summary(summary, plans, streams, batcher, extras)
     return EXIT_CODES.get(summary.reason, 0)
+
+
+def open_sources(plans: list[StreamPlan], resources: contextlib.ExitStack) -> dict[str, Source]:
+    """Every stream's source, opened in order (an unreadable one fails here and the ones opened
+    before it are closed)."""
+    sources: dict[str, Source] = {}
+    for plan in plans:
+        source = open_source(plan.source, stride=plan.stride, live=plan.live,
+                             reconnect=plan.reconnect, camera=plan.camera)
+        resources.callback(source.close)
+        sources[plan.name] = source
+    return sources
+
+
+def stream_sinks(config: AppConfig, plan: StreamPlan, source: Source,
+                 extras: analytics.AnalyticsSetup, running: list[Any]) -> list[Sink]:
+    """A stream's sinks; its source's down/up/lost states go to its JSON Lines and the events."""
+    sinks = make_sinks(config, plan, live=source.live)
+    journal = next((sink for sink in sinks if isinstance(sink, JsonlSink)), None)
+    source.on_state(lambda state, detail: extras.stream_state(plan.name, state, detail,
+                                                               journal))
+
+    def stats() -> dict[str, Any]:
+        return live_stats(running[0].pipelines[plan.name].stats) if running else {}
+
+    return sinks + extras.sinks(plan.name, stats=stats)
+
+
+def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[Stream],
+                  batcher: Batcher, extras: analytics.AnalyticsSetup) -> None:
+    """Per stream: the stats summary, the files written and how it stopped; the lost streams;
+    the batches run (with several streams)."""
+    several = len(streams) > 1
+    for plan, stream in zip(plans, streams, strict=True):
+        run = summary.streams.get(stream.name)
+        if run is not None:
+            print(_named(stream.name, len(streams), run.stats.summary()))
+        for path in (plan.save, plan.jsonl):
+            if path and Path(path).exists():
+                print(f"wrote {path}")
+        if run is None:
+            continue
+        for sink in stream.sinks:
+            if isinstance(sink, VideoSink) and sink.segments:
+                print(f"wrote {len(sink.segments)} video segment(s): {sink.segments[0]} .. "
+                      f"{sink.segments[-1]}")
+        if run.reason != "end":
+            capture = run.stats.totals.get("capture")
+            read = capture.count if capture is not None else 0
+            ending = ("the frames in flight were dropped" if run.aborted
+                      else "every one finished")
+            print(f"{stream.name + ': ' if several else ''}stopped: "
+                  f"{run.reason.replace('_', ' ')} after {read} frames read, {ending}")
+    if summary.reason != "end" and all(run.reason == "end" for run in summary.streams.values()):
+        print(f"stopped: {summary.reason.replace('_', ' ')} as the streams ended; every frame "
+              "was read and finished")
+    for name, why in summary.lost.items():
+        print(f"lost {name}: {why.splitlines()[0]}")
+    if several:
+        sizes = ", ".join(f"{count} of size {size}"
+                          for size, count in sorted(batcher.sizes.items()))
+        print(f"batches run: {sizes or 'none'}")
+    if extras.stream_events:
+        print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
+                                            in sorted(extras.stream_events.items())))
+
+
+def _named(name: str, count: int, text: str) -> str:
+    return f"{name}: {text}" if count > 1 else text
+
+
+def _describe_sources(sources: dict[str, Source]) -> str:
+    def one(source: Source) -> str:
+        return f"{source.name} ({'live' if source.live else 'every frame'})"
+
+    if len(sources) == 1:
+        return f"source {one(next(iter(sources.values())))}"
+    return f"{len(sources)} streams: " + ", ".join(f"{name} = {one(source)}"
+                                                  for name, source in sources.items())
 
 
 def live_stats(stats: PipelineStats) -> dict[str, Any]:
@@ -192,41 +273,41 @@ def live_stats(stats: PipelineStats) -> dict[str, Any]:
     latency = snapshot.stages.get(LATENCY)
     shown: dict[str, Any] = {"fps": round(snapshot.fps, 2),
                              "dropped": snapshot.counters.get("dropped", 0),
-                             "reconnects": snapshot.counters.get("reconnects", 0)}
+                             "reconnects": snapshot.counters.get("reconnects", 0),
+                             "drops": snapshot.counters.get("drops", 0)}
     if latency is not None:
         shown.update(latency_p50_ms=round(latency.p50_ms, 2),
                      latency_p95_ms=round(latency.p95_ms, 2))
     return shown
 
 
-def rehearse(task: VisionModel, *, draws: bool) -> None:
+def rehearse(task: VisionModel, *, draws: bool) -> dict[str, np.ndarray]:
     """One grey frame through every stage the run will use (decode, record, drawing), before any
     sink exists: an output layout the decoder cannot read or a palette that cannot draw fails
-    here, so a failed run leaves no output file behind (not even an empty one)."""
+    here, so a failed run leaves no output file behind (not even an empty one). Returns the
+    frame's feeds, for the batcher's own rehearsal."""
     height, width = task.plan.preprocess.size
     image = np.full((height, width, 3), 114, np.uint8)
-    result = task(image)
+    feeds, geometry = task.preprocess(image)
+    result = task.postprocess(task.infer(feeds), geometry)
     task.describe(result)
     if draws:
         task.annotate(image, result)
+    return feeds
 
 
-def make_sinks(config: AppConfig, *, live: bool = False) -> list[Sink]:
-    """The sinks the config names; a live source's JSONL is appended as it goes (rotated) and its
-    video cut into finished segments, a file source's are renamed into place at the end."""
+def make_sinks(config: AppConfig, plan: StreamPlan, *, live: bool = False) -> list[Sink]:
+    """The stream's sinks (``plan``'s paths, checked by ``plan_streams``); a live source's JSONL
+    is appended as it goes (rotated) and its video cut into finished segments, a file source's
+    are renamed into place at the end."""
     sinks: list[Sink] = []
-    if config.jsonl:
-        sinks.append(JsonlSink(config.jsonl, append=live,
+    if plan.jsonl:
+        sinks.append(JsonlSink(plan.jsonl, append=live, stream=plan.name,
                                rotate=config.jsonl_rotate if live else None))
-    if config.save:
-        suffix = Path(config.save).suffix.lower()
-        if suffix in IMAGE_SUFFIXES:
-            raise InputError(f"--save '{config.save}' names one image",
-                             hint="give a folder for images (--save out/) or a video name "
-                                  f"({', '.join(VIDEO_CODECS)})", reference=Ref.BAD_OUTPUT_PATH)
-        sinks.append(VideoSink(config.save, segment_s=config.segment_s if live else None,
+    if plan.save:
+        sinks.append(VideoSink(plan.save, segment_s=config.segment_s if live else None,
                                keep=config.segment_keep)
-                     if suffix else ImageFolderSink(config.save))
+                     if Path(plan.save).suffix else ImageFolderSink(plan.save))
     if config.show:
         if display_available():
             sinks.append(WindowSink())

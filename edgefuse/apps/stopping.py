@@ -22,6 +22,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from edgefuse.vision.streams.multi import MultiPipeline
 from edgefuse.vision.streams.pipeline import ABORT_WAIT_S, Pipeline
 
 REASONS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
@@ -41,7 +42,7 @@ class StopRequests:
 
     def __init__(self) -> None:
         self.pending: list[str] = []
-        self.pipeline: Pipeline | None = None
+        self.pipeline: Pipeline | MultiPipeline | None = None
 
     def __call__(self, number: int, frame: object) -> None:
         reason = REASONS.get(number, "stopped")
@@ -50,7 +51,7 @@ class StopRequests:
         else:
             self.pipeline.interrupt(reason)
 
-    def attach(self, pipeline: Pipeline) -> None:
+    def attach(self, pipeline: Pipeline | MultiPipeline) -> None:
         self.pipeline = pipeline
         pending, self.pending = self.pending, []
         for reason in pending:

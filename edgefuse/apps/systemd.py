@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Mapping
 
+from edgefuse.vision.streams.multi import MultiPipeline
 from edgefuse.vision.streams.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,11 @@ class Notifier:
 
 
 class Watch:
-    """A thread that tells ``notifier`` about ``pipeline`` while it runs (the module docstring).
-    Use as a context manager around ``pipeline.run()``."""
+    """A thread that tells ``notifier`` about ``pipeline`` (a ``Pipeline`` or a
+    ``MultiPipeline``: its ``first_frame``, ``frames_done`` and ``stopping``) while it runs (the
+    module docstring). Use as a context manager around ``pipeline.run()``."""
 
-    def __init__(self, notifier: Notifier, pipeline: Pipeline) -> None:
+    def __init__(self, notifier: Notifier, pipeline: Pipeline | MultiPipeline) -> None:
         self.notifier = notifier
         self.pipeline = pipeline
         self.interval_s = notifier.watchdog_s / 2 if notifier.watchdog_s else None
@@ -105,7 +107,7 @@ class Watch:
             if (self.ready and self.interval_s is not None and not self.stopping
                     and time.monotonic() >= next_ping):
                 next_ping = time.monotonic() + self.interval_s
-                done = pipeline.stats.frames_done
+                done = pipeline.frames_done
                 if done > frames:  # frames flow: pet the watchdog; a stall lets it bite
                     frames = done
                     self.notifier.send("WATCHDOG=1", f"STATUS=running: {done} frames")

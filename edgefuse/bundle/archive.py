@@ -13,7 +13,11 @@ Layout (``<name>-<version>/``)::
                                manifest.json with "app", ...), metadata.json for the app,
                                golden.npz (a recording), reports/{optimize,fp16}.json
     opp/                       the custom-op package project (when a model needs it)
-    app/                       edgefuse-<v>-py3-none-any.whl, config.yaml, apps/ (the wrappers)
+    app/                       config.yaml, apps/ (the wrappers)
+    wheels/                    edgefuse-<v>-py3-none-any.whl and every wheel it needs on the board
+                               (its Python and platform: ``target_wheels``)
+    requirements.lock          name==version --hash=sha256:... of each wheel: all the board's pip
+                               installs, from wheels/ only
     systemd/<service>.service, env/<service>.env
 
 Why MANIFEST.json digests itself: ``install.sh`` reads the file list with ``sed`` and checks it

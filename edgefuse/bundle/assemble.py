@@ -19,13 +19,17 @@ from edgefuse.bundle.digests import tool_versions
 from edgefuse.bundle.golden import GOLDEN_NPZ
 from edgefuse.bundle.spec import BuildSpec, ModelSpec
 from edgefuse.bundle.stages import BUILD_FOLDER, ModelBuild
+from edgefuse.bundle.target_wheels import LOCK_FILE, WHEELS_DIR, lock_text, wheel_identity
 from edgefuse.manifest import read_manifest
 from edgefuse.reference.recording import FORMAT as RECORDING_FORMAT
 
 
-def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheel: Entry,
+def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheels: Entry,
              opp: Entry | None, atc: str | None, epoch: int, build_number: int) -> str:
     """Write the bundle into the empty folder ``bundle``; returns MANIFEST.json's digest.
+
+    ``wheels``: edgefuse's wheel and its dependencies for the board (``target_wheels``), copied
+    to ``wheels/`` and pinned by ``requirements.lock``.
 
     ``build_number`` orders releases of one bundle name: install.sh refuses a lower one than
     the installed release (a downgrade) unless told to."""
@@ -37,8 +41,12 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheel: Ent
         for name in sorted(opp.files):
             copy_file(opp.path(name), bundle, f"opp/{name}")
     app_record = None
-    wheel_name = next(iter(wheel.files))
-    copy_file(wheel.path(wheel_name), bundle, f"app/{wheel_name}")
+    for name in sorted(wheels.files):
+        copy_file(wheels.path(name), bundle, f"{WHEELS_DIR}/{name}")
+    write_file(bundle, LOCK_FILE, lock_text([bundle / WHEELS_DIR / name
+                                             for name in sorted(wheels.files)]))
+    wheel_name = next(name for name in sorted(wheels.files)
+                      if wheel_identity(name)[0] == "edgefuse")
     for relative, path in service.app_wrappers():
         copy_file(path, bundle, relative)
     if spec.app is not None:
@@ -47,7 +55,7 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheel: Ent
         write_file(bundle, f"systemd/{name}.service", service.unit_file(spec))
         write_file(bundle, f"env/{name}.env", service.environment_file(spec, opp_vendor))
         app_record = {"kind": spec.app["kind"], "model": spec.app["model"],
-                      "config": "app/config.yaml", "wheel": f"app/{wheel_name}"}
+                      "config": "app/config.yaml", "wheel": f"{WHEELS_DIR}/{wheel_name}"}
     values = service.script_values(spec, opp_vendor)
     write_file(bundle, "install.sh", service.render("install.sh", values), executable=True)
     write_file(bundle, "minirc_install_hook.sh",
@@ -68,6 +76,9 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheel: Ent
                     ".service", "env": f"env/{spec.service['name']}.env",
                     "user": spec.service["user"], "restart": spec.service["restart"]}
         if spec.app is not None else None,
+        "python": {"version": spec.python["version"], "platforms": spec.python["platforms"],
+                   "lock": LOCK_FILE, "wheels": f"{WHEELS_DIR}/",
+                   "packages": dict(sorted(wheel_identity(name) for name in wheels.files))},
         "install": {"prefix": spec.prefix, "script": "install.sh",
                     "card_maker_hook": "minirc_install_hook.sh"},
     }

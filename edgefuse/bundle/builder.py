@@ -9,13 +9,14 @@ OUT_DIR::
     k8s/                         with ``emit=("k8s",)``: Containerfile, daemonset.yaml (``kube``)
     build-log.json               per model and stage: cached or built, seconds (not in the bundle)
 
-Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> build each model
-(in ``jobs`` worker processes; ``shard`` K/N builds only models i with i % N == K - 1, into the
-cache, and assembles nothing) -> the op package and the wheel (cached) -> assemble into a
-temporary sibling of OUT_DIR -> archive -> rename into place. A failure anywhere removes the
-temporary folder; cache entries are complete or absent (``cache``), so an interrupted build
-leaves neither a half-written bundle nor a poisoned cache. Models that built before another
-failed keep their cache entries: the next run starts from there.
+Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> the edgefuse wheel
+and the target's wheels (it and its dependencies for the board's Python, ``target_wheels``;
+cached; a shard run skips them) -> build each model (in ``jobs`` worker processes; ``shard`` K/N
+builds only models i with i % N == K - 1, into the cache, and assembles nothing) -> the op
+package (cached) -> assemble into a temporary sibling of OUT_DIR -> archive -> rename into
+place. A failure anywhere removes the temporary folder; cache entries are complete or absent
+(``cache``), so an interrupted build leaves neither a half-written bundle nor a poisoned cache.
+Models that built before another failed keep their cache entries: the next run starts from there.
 """
 
 from __future__ import annotations
@@ -40,13 +41,20 @@ from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
-from edgefuse.bundle.digests import PACKAGE_DIR, key_of, tool_versions
+from edgefuse.bundle.digests import (
+    PACKAGE_DIR,
+    key_of,
+    library_version,
+    tool_versions,
+    tree_sha256,
+)
 from edgefuse.bundle.kube import write_k8s
 from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
 from edgefuse.bundle.signing import load_private_key, sign_bundle
 from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
 from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model
+from edgefuse.bundle.target_wheels import DOWNLOAD, fetch_wheels
 from edgefuse.bundle.wheel import build_wheel
 from edgefuse.errors import EdgefuseError, InputError, Ref
 from edgefuse.manifest import file_sha256
@@ -160,6 +168,11 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                          hint="add an app (see examples/tiny-camera.yaml)",
                          reference=Ref.BAD_ARGUMENT)
     cache = Cache(cache_root, read=use_cache)
+    wheels = None
+    if slice_ is None:  # a wheelhouse that lacks the board's wheels fails before any model
+        wheel, _ = cache.fetch("wheel", wheel_key(PACKAGE_DIR.parent / "pyproject.toml"),
+                               lambda scratch: {"wheel": build_wheel(scratch, DEFAULT_EPOCH).name})
+        wheels = _target_wheels(spec, wheel, cache)
     models = list(spec.models)
     if slice_ is not None:
         index, count = slice_
@@ -171,14 +184,12 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
     if slice_ is not None:
         return BuildOutcome(spec, None, None, None, None, log, time.perf_counter() - start)
     opp = _op_package(spec, builds, cache)
-    wheel, _ = cache.fetch("wheel", wheel_key(PACKAGE_DIR.parent / "pyproject.toml"),
-                           lambda scratch: {"wheel": build_wheel(scratch, DEFAULT_EPOCH).name})
     staging = temporary_directory_in(out.parent, f".{out.name}.partial-")
     try:
         publish_directory(staging)
         bundle = staging / spec.bundle_id
         bundle.mkdir()
-        assemble(bundle, spec, builds, wheel, opp, atc_identity(), epoch, build_number)
+        assemble(bundle, spec, builds, wheels, opp, atc_identity(), epoch, build_number)
         if sign_key is not None:
             sign_bundle(bundle, Path(sign_key))
         archive = staging / f"{spec.bundle_id}.tar.gz"
@@ -212,7 +223,8 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
     return {"build spec": spec.path,
             "model source": [m.source_file for m in models if m.source_file is not None],
             "calibration inputs": [m.calibration for m in models if m.calibration is not None],
-            "class-name file": classes}
+            "class-name file": classes,
+            "wheelhouse": [] if spec.python["wheels"] == DOWNLOAD else [spec.python["wheels"]]}
 
 
 def _check_output_dir(out: Path, force: bool) -> None:
@@ -346,6 +358,28 @@ def _op_package(spec: BuildSpec, builds: list[ModelBuild], cache: Cache) -> Entr
 
     entry, _ = cache.fetch("opp", opp_key(spec.soc, vendor, cann_version()), produce)
     return entry
+
+
+def _target_wheels(spec: BuildSpec, app_wheel: Entry, cache: Cache) -> Entry:
+    """edgefuse's wheel and every wheel it needs on the board (``target_wheels``), cached: a
+    download resolves once, later builds reuse the same files (``--no-cache`` resolves again)."""
+    app = app_wheel.path(next(iter(app_wheel.files)))
+
+    def produce(scratch: Path) -> dict[str, Any]:
+        return {"wheels": [path.name for path in fetch_wheels(spec.python, app, scratch)]}
+
+    entry, _ = cache.fetch("wheels", wheels_key(spec.python, file_sha256(app)), produce)
+    return entry
+
+
+def wheels_key(python: dict[str, Any], app_wheel_sha256: str) -> str:
+    """The resolution depends on the target, edgefuse's wheel (its requirements), pip and, from
+    a wheelhouse, every file in it."""
+    source = python["wheels"]
+    return key_of({"stage": "wheels", "version": python["version"],
+                   "platforms": python["platforms"], "app": app_wheel_sha256,
+                   "pip": library_version("pip"),
+                   "source": source if source == DOWNLOAD else tree_sha256(source)})
 
 
 def wheel_key(pyproject: Path) -> str:

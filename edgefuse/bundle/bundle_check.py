@@ -13,7 +13,9 @@ The checks are the same and run in the same order, refusing before anything is e
   and every file matches. The one exception is an installed release (PREFIX/releases/<id>): its
   ``.venv``, the Python environment install.sh built, must match the digest record install.sh
   wrote for it (PREFIX/venv-digests/<id>.sha256), file for file;
-- with trusted keys (``keys``): MANIFEST.json's Ed25519 signature (``signing``) by one of them.
+- with trusted keys (``keys``): MANIFEST.json's Ed25519 signature (``signing``) by one of them;
+- ``requirements.lock`` pins exactly the wheels in ``wheels/`` by their sha256 (``target_wheels``),
+  what install.sh's ``pip --require-hashes`` would otherwise refuse only on the board.
 
 Then each model runs once on the best backend here against its golden recording.
 """
@@ -35,6 +37,7 @@ from typing import Any
 from edgefuse.bundle.archive import MANIFEST, SIGNATURE, manifest_self_digest
 from edgefuse.bundle.golden import GoldenCheck, check_golden
 from edgefuse.bundle.signing import check_signature
+from edgefuse.bundle.target_wheels import LOCK_FILE, lock_problems
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import file_sha256
 
@@ -175,6 +178,13 @@ def verify_tree(folder: Path, keys: Sequence[Path] = ()) -> dict[str, Any]:
                          context="\n".join(changed[:10]),
                          hint="tampered or damaged: copy the bundle again; nothing was installed",
                          reference=Ref.BUNDLE_FILE_MODIFIED)
+    if (folder / LOCK_FILE).is_file():  # what install.sh's pip --require-hashes will refuse
+        problems = lock_problems(folder)
+        if problems:
+            raise InputError(f"{LOCK_FILE} of '{folder}' does not pin the wheels it carries",
+                             context="\n".join(problems[:10]),
+                             hint="rebuild the bundle; nothing was installed",
+                             reference=Ref.BUNDLE_FILE_MODIFIED)
     return data
 
 

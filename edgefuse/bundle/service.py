@@ -49,6 +49,7 @@ def script_values(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
         "SERVICE_USER": shlex.quote(spec.service["user"]),
         "SERVICE_GROUP": shlex.quote(spec.service["group"]),
         "OPP_VENDOR": shlex.quote(opp_vendor) if opp_vendor else "''",
+        "PYTHON_VERSION": shlex.quote(spec.python["version"]),
     }
 
 

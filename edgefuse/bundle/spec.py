@@ -24,6 +24,7 @@ import jsonschema
 from edgefuse.bundle import spec_checks
 from edgefuse.bundle.spec_problems import SpecError, SpecProblem, from_schema_error
 from edgefuse.bundle.spec_schema import SCHEMA
+from edgefuse.bundle.target_wheels import target_python
 from edgefuse.bundle.yaml_positions import Located, YamlSyntaxError, load_located
 from edgefuse.errors import InputError, Ref
 
@@ -73,6 +74,7 @@ class BuildSpec:
     app: dict[str, Any] | None
     service: dict[str, Any]
     prefix: str
+    python: dict[str, Any]  # version, platforms, wheels (a folder or "download"): target_wheels
     document: dict[str, Any]  # the validated document, for the bundle's record of its spec
 
     @property
@@ -158,6 +160,7 @@ def _records(data: dict[str, Any], file: Path) -> BuildSpec:
         app=_app(data.get("app")),
         service=service,
         prefix=data.get("install", {}).get("prefix", f"/opt/edgefuse/{name}"),
+        python=target_python(data["python"], directory),
         document=data,
     )
 

@@ -18,6 +18,7 @@ from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.soc import KNOWN_SOCS, validate_soc
 from edgefuse.apps.config import DetectionConfig, SegmentationConfig, from_mapping
 from edgefuse.bundle.spec_problems import SpecProblem, closest
+from edgefuse.bundle.target_wheels import DOWNLOAD
 from edgefuse.bundle.yaml_positions import Located, Path_
 from edgefuse.errors import EdgefuseError
 from edgefuse.model_info import Postprocess
@@ -73,6 +74,14 @@ def check(located: Located, spec_dir: Path) -> list[SpecProblem]:
             problems.append(SpecProblem(located.value_at(("cache", "dir")), ("cache", "dir"),
                                         f"'{cache['dir']}' exists and is not a folder",
                                         "name a folder (it is created when missing)"))
+    python = data.get("python")
+    if isinstance(python, Mapping) and isinstance(python.get("wheels"), str) \
+            and python["wheels"] != DOWNLOAD and not (spec_dir / python["wheels"]).is_dir():
+        problems.append(SpecProblem(
+            located.value_at(("python", "wheels")), ("python", "wheels"),
+            f"the wheelhouse '{python['wheels']}' is not a folder (looked in {spec_dir})",
+            "fill it with `pip download --platform manylinux2014_aarch64 --python-version 3.X "
+            "--only-binary=:all: -d WHEELHOUSE edgefuse`, or write `wheels: download`"))
     return problems
 
 

@@ -20,6 +20,7 @@ Layout (see examples/ for commented specs)::
     app:      {kind, model, source, sinks, backend, config}
     service:  {name, user, group, restart, restart_sec, environment, supplementary_groups}
     install:  {prefix}
+    python:   {version, platform, wheels}
 """
 
 from __future__ import annotations
@@ -204,6 +205,23 @@ _SERVICE = _object({
                     "examples": [{"EDGEFUSE_LOG": "info"}]},
 })
 
+_PYTHON = _object({
+    "version": {"type": "string", "pattern": "^3\\.[0-9]{1,2}$", "examples": ["3.10"],
+                "description": "the board's python3 (X.Y): the wheels are resolved for it"},
+    "platform": {"type": ["string", "array"], "pattern": "^[a-z0-9_]+$",
+                 "items": {"type": "string", "pattern": "^[a-z0-9_]+$"}, "minItems": 1,
+                 "examples": ["manylinux2014_aarch64"],
+                 "description": "pip --platform tag(s) of the board (default "
+                                "manylinux2014_aarch64)"},
+    "wheels": {"type": "string", "minLength": 1, "examples": ["wheelhouse/", "download"],
+               "description": "a folder of wheels for the board, relative to the spec, or "
+                              "'download' (pip download from the build host's index); the "
+                              "bundle carries them, pinned by sha256, and the board installs "
+                              "from them only"},
+}, ("version", "wheels"), examples=[{"version": "3.10", "wheels": "wheelhouse/"}],
+   description="the board's Python packages: resolved at build time for the target, carried in "
+               "the bundle and pinned by sha256 (the board never installs from an index)")
+
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://edgefuse.dev/schemas/build-spec-v1.json",
@@ -247,7 +265,8 @@ SCHEMA: dict[str, Any] = {
             "prefix": {"type": "string", "pattern": "^(/[A-Za-z0-9_-][A-Za-z0-9._-]*)+$",
                        "examples": ["/opt/edgefuse/shapes-camera"]},
         }),
-    }, ("apiVersion", "bundle", "target", "models")),
+        "python": _PYTHON,
+    }, ("apiVersion", "bundle", "target", "models", "python")),
 }
 
 

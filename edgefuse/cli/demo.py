@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"where the models, builds, videos and logs go (default: "
                              f"./{DEFAULT_WORKDIR}; files of an earlier run are replaced)")
     parser.add_argument("--max-frames", type=int, metavar="N",
-                        help="run the apps on the first N frames of the clip (default: all)")
+                        help="run the apps on the first N frames of the clip (default: all; the "
+                             "multi-camera step always runs its own short clips)")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="ONNX Runtime threads per session (default: all cores)")
 

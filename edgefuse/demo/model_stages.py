@@ -1,6 +1,11 @@
 """One trained model through the product, as a user's model would go: export -> convert ->
 optimize (+ parity) -> FP16 calibrated on the clip (+ its gate) -> compile for the board.
 
+The detector's board build ends in the YoloHead custom op (decode + NMS on the device, the
+``optimize --yolo-head`` path with the thresholds of the model's app info), as a board user
+would build it: the parity and FP16 gates judge the raw predictions, the build returns final
+detections (app layout ``yolo_head``), and the demo checks them against the host decode.
+
 Why the export is ``torch.onnx.export(dynamo=True, optimize=False)`` and not ``edgefuse
 convert`` of the module: that graph, with every BatchNorm a node, is the kind of ONNX file users
 hand over, and the one the optimizer has work on. The model's application info (classes,
@@ -22,8 +27,10 @@ from edgefuse.apps.models import catalogue_info
 from edgefuse.convert import convert
 from edgefuse.convert.torch_export import example_inputs_from_shapes, export_unfused
 from edgefuse.demo.progress import Steps
+from edgefuse.model_info import AppInfo
 from edgefuse.models.catalogue import get_entry
 from edgefuse.optimize import optimize
+from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head, yolo_head_options
 from edgefuse.quantize import quantize
 from edgefuse.verify import verify
 
@@ -45,6 +52,7 @@ class PreparedModel:
     kept_fp32: tuple[str, ...]
     optimized: Path  # the FP32 model the host backends run
     build_dir: Path
+    yolo_head: YoloHeadOptions | None  # a detector: the device-side decode + NMS its build ends in
     om_built: bool
 
 
@@ -83,7 +91,15 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
                  f"({'PASSED' if report.passed else 'FAILED'}); kept FP32: "
                  f"{', '.join(kept) or 'nothing'}")
     with steps.step(f"{name}: compile for {SOC}") as step:
-        build = compile_model(folder / "opt.onnx", SOC, folder / "build", keep_fp32=report.keep,
+        board_model, head = folder / "opt.onnx", board_head(info)
+        if head is not None:  # after the gates: the raw predictions are what they judge
+            board_model = folder / "opt_head.onnx"
+            save_onnx(with_yolo_head(onnx.load(str(folder / "opt.onnx")), info, head),
+                      board_model)
+            step.say(f"appended YoloHead (conf={head.score_threshold:g}, "
+                     f"iou={head.iou_threshold:g}, max_det={head.max_detections}): decode + NMS "
+                     f"on the device -> {board_model}")
+        build = compile_model(board_model, SOC, folder / "build", keep_fp32=report.keep,
                               overwrite=True)
         step.say(f"OM built: {build.om_path}" if build.om_path else
                  f"no ATC here: {build.output_dir} holds the prepared model and compile.sh "
@@ -94,8 +110,27 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
         batchnorms_folded=_batchnorms(converted) - _batchnorms(result.model),
         parity_cosine=_worst(parity.gated), fp16_cosine=_worst(report.judged),
         fp16_passed=report.passed, kept_fp32=kept, optimized=folder / "opt.onnx",
-        build_dir=build.output_dir, om_built=build.om_path is not None,
+        build_dir=build.output_dir, om_built=build.om_path is not None, yolo_head=head,
     )
+
+
+def board_head(info: AppInfo) -> YoloHeadOptions | None:
+    """A detector's YoloHead with its app info's thresholds (None keys: the op's defaults), the
+    keys of ``optimize --yolo-head``; None for the other tasks."""
+    if info.task != "detect":
+        return None
+    post = info.postprocess
+    given = {"conf": post.conf, "iou": post.iou, "max_det": post.max_det}
+    return yolo_head_options({k: v for k, v in given.items() if v is not None},
+                             "the demo detector's app info")
+
+
+def with_yolo_head(model: onnx.ModelProto, info: AppInfo,
+                   head: YoloHeadOptions) -> onnx.ModelProto:
+    """``model`` ending in the YoloHead, its app info saying the app reads the op's rows."""
+    post = dataclasses.replace(info.postprocess, layout="yolo_head")
+    return model_info.embed(append_yolo_head(model, head),
+                            dataclasses.replace(info, postprocess=post))
 
 
 def _count(model: onnx.ModelProto) -> str:

@@ -1,9 +1,12 @@
-"""The demo's order of work: both models through every stage, both apps over the clip, the table.
+"""The demo's order of work: both models through every stage, both apps over the clip, the
+generated cameras through the detector at once (``edgefuse.demo.multi_camera``), the tables.
 
 The apps run the compiled builds on the board itself where pyACL is, else on the host simulator
 of the board (``sim``: the OM's inputs and outputs, FP16 numerics as the build's precision record
 says), so the FP16 figures are the board's; the FP32 model runs on the CPU beside it as the
-reference. Exit code 1 when a gate failed, as ``verify`` does.
+reference. The detector's build ends in the YoloHead op, so its run is also compared, frame by
+frame, with the host decode of the FP32 model (``head_parity``). Exit code 1 when a gate failed,
+as ``verify`` does.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from pathlib import Path
 
 from edgefuse.demo.clip_runs import ClipRun, run_on_clip
 from edgefuse.demo.clip_truth import clip_scenes, detection_ap50, segmentation_miou
+from edgefuse.demo.head_parity import head_parity
 from edgefuse.demo.model_stages import SOC, STEPS_PER_MODEL, prepare_model
+from edgefuse.demo.multi_camera import run_cameras
 from edgefuse.demo.progress import Steps
-from edgefuse.demo.summary import ModelOutcome, render
+from edgefuse.demo.summary import ModelOutcome, render, render_cameras
 from edgefuse.models.shapes import DETECTOR, SEGMENTER
 from edgefuse.profile.run import profile
 from edgefuse.runtime import probe
@@ -23,7 +28,7 @@ from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from edgefuse.vision.segment.segmenter import Segmenter
 
 APPS = ((DETECTOR, Detector, "detect"), (SEGMENTER, Segmenter, "segment"))
-STEPS = len(APPS) * (STEPS_PER_MODEL + 2) + 1
+STEPS = len(APPS) * (STEPS_PER_MODEL + 2) + 2  # + the clip's truth, the multi-camera step
 
 
 def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | None = None,
@@ -55,10 +60,18 @@ def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | Non
             floor_us = profile(model.optimized, "cpu", runs=1, warmup=0, soc=SOC,
                                threads=threads).floor_us
             step.say(f"{metric}: FP32 {fp32:.3f}, FP16 build {fp16:.3f}")
+            head = None
+            if model.yolo_head is not None:
+                head = head_parity(board.results, reference.results)
+                step.say(f"YoloHead build vs host decode: {head.describe()} agree")
         outcomes.append(ModelOutcome(model, board, reference, metric, fp32, fp16,
-                                     (video, jsonl), floor_us))
+                                     (video, jsonl), floor_us, head))
+    cameras = run_cameras(prepared[0].build_dir, workdir, board_backend, steps,  # the detector
+                          threads=threads)
     print()
     print(render(outcomes))
+    print()
+    print(render_cameras(cameras))
     return 0 if all(o.prepared.fp16_passed for o in outcomes) else 1
 
 

@@ -6,7 +6,9 @@ import dataclasses
 from pathlib import Path
 
 from edgefuse.demo.clip_runs import ClipRun
+from edgefuse.demo.head_parity import CRITERION, HeadParity
 from edgefuse.demo.model_stages import SOC, PreparedModel
+from edgefuse.demo.multi_camera import MultiCameraRun
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +23,7 @@ class ModelOutcome:
     fp16_score: float
     files: tuple[Path, ...]
     floor_us: float | None = None  # the board's floor on the build's SoC (a lower bound)
+    head_parity: HeadParity | None = None  # a build ending in the YoloHead: against host decode
 
 
 def render(outcomes: list[ModelOutcome]) -> str:
@@ -35,6 +38,13 @@ def render(outcomes: list[ModelOutcome]) -> str:
             f"{o.prepared.fp16_cosine:.7f} {'PASSED' if o.prepared.fp16_passed else 'FAILED'}"
             for o in outcomes]),
         ("kept FP32", [", ".join(o.prepared.kept_fp32) or "nothing" for o in outcomes]),
+        ("on-device decode + NMS (YoloHead)", [
+            "none: the app decodes" if o.prepared.yolo_head is None else
+            f"conf {o.prepared.yolo_head.score_threshold:g}, iou "
+            f"{o.prepared.yolo_head.iou_threshold:g}, max_det {o.prepared.yolo_head.max_detections}"
+            for o in outcomes]),
+        ("YoloHead build vs host decode *", [
+            "n/a" if o.head_parity is None else o.head_parity.describe() for o in outcomes]),
         ("on the clip's ground truth: FP32 -> FP16", [
             f"{o.metric} {o.fp32_score:.3f} -> {o.fp16_score:.3f}" for o in outcomes]),
         ("app fps (model-only ceiling)", [
@@ -46,11 +56,42 @@ def render(outcomes: list[ModelOutcome]) -> str:
         ("board build", ["OM" if o.prepared.om_built else "compile.sh (no ATC here)"
                          for o in outcomes]),
     ]
+    lines = _columns(rows)
+    if any(o.head_parity is not None for o in outcomes):
+        lines.append(f"* frames that agree: {CRITERION} (the FP16 build against the FP32 "
+                     "model's host decode)")
+    files = [str(path) for o in outcomes for path in o.files]
+    return "\n".join([*lines, "", "wrote " + ", ".join(files)])
+
+
+def render_cameras(run: MultiCameraRun) -> str:
+    """The multi-camera step: one column per camera, counts and tracking against the truth."""
+    cameras = run.cameras
+    rows = [
+        (f"multi-camera ({len(cameras)} streams, one session)",
+         [c.camera.name for c in cameras]),
+        ("clip, counting line", [
+            f"clip {c.camera.clip_index}, ({c.camera.start[0]:g},{c.camera.start[1]:g})->"
+            f"({c.camera.end[0]:g},{c.camera.end[1]:g})" for c in cameras]),
+        ("line in / out: counted (true)", [
+            f"{c.counted['in']} / {c.counted['out']} ({c.true['in']} / {c.true['out']})"
+            for c in cameras]),
+        ("tracking vs truth: IDF1 / MOTA", [f"{c.scores.idf1:.3f} / {c.scores.mota:.3f}"
+                                            for c in cameras]),
+        ("ID switches", [str(c.scores.id_switches) for c in cameras]),
+        ("fps per stream", [f"{c.fps:.0f} on {run.backend}" for c in cameras]),
+    ]
+    batches = ", ".join(f"{count} of size {size}" for size, count in run.batches.items())
+    files = [str(path) for c in cameras for path in c.files]
+    return "\n".join([*_columns(rows), f"batches: {batches} ({run.batching})", "",
+                      "wrote " + ", ".join(files)])
+
+
+def _columns(rows: list[tuple[str, list[str]]]) -> list[str]:
     label_width = max(len(label) for label, _ in rows)
-    widths = [max(len(values[i]) for _, values in rows) for i in range(len(outcomes))]
+    widths = [max(len(values[i]) for _, values in rows) for i in range(len(rows[0][1]))]
     lines = []
     for label, values in rows:
         cells = "   ".join(value.ljust(width) for value, width in zip(values, widths, strict=True))
         lines.append(f"{label.ljust(label_width)}   {cells}".rstrip())
-    files = [str(path) for o in outcomes for path in o.files]
-    return "\n".join([*lines, "", "wrote " + ", ".join(files)])
+    return lines

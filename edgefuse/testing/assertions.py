@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.goldens import replay_inputs
-from edgefuse.metrics.detect import Detections, box_iou
+from edgefuse.metrics.detect import Detections, box_iou, match_detections
 from edgefuse.metrics.segment import confusion, mean_iou
 from edgefuse.reference.compare import compare_arrays
 from edgefuse.reference.recording import Recording, board_numerics, load_recording
@@ -167,7 +167,7 @@ def assert_detections_match(
 ) -> None:
     """Same number of boxes, each expected box matched by an actual one of the same class (unless
     ``classes`` is False) at IoU >= ``iou``, greedily by expected score."""
-    matched, missing, extra = _match(actual, expected, iou, classes)
+    matched, missing, extra = match_detections(actual, expected, iou, classes=classes)
     if not missing and not extra:
         return
     lines = [f"{what} differ (IoU >= {iou:g}{', same class' if classes else ''}): "
@@ -183,25 +183,6 @@ def assert_detections_match(
     if left:
         lines.append(f"  ... and {left} more")
     raise AssertionError("\n".join(lines))
-
-
-def _match(actual: Detections, expected: Detections, threshold: float,
-           classes: bool) -> tuple[list[tuple[int, int]], list[int], list[int]]:
-    overlaps = box_iou(expected.boxes, actual.boxes)
-    taken: set[int] = set()
-    matched, missing = [], []
-    for i in np.argsort(-np.asarray(expected.scores), kind="stable"):
-        candidates = [(overlaps[i, j], j) for j in range(len(actual)) if j not in taken
-                      and overlaps[i, j] >= threshold
-                      and (not classes or int(actual.classes[j]) == int(expected.classes[i]))]
-        if candidates:
-            _, j = max(candidates)
-            taken.add(j)
-            matched.append((int(i), j))
-        else:
-            missing.append(int(i))
-    extra = [j for j in range(len(actual)) if j not in taken]
-    return matched, sorted(missing), extra
 
 
 def _box(found: Detections, index: int, names: Sequence[str]) -> str:

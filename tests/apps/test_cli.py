@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ import pytest
 
 from edgefuse.cli.main import main
 from edgefuse.vision.detect.detector import Detector
+from edgefuse.vision.streams.pipeline import Pipeline
 from tests.needs import optional
 from tests.vision.models import constant_model, red_mask_model, write_clip
 
@@ -184,18 +186,29 @@ def test_segment_threshold_and_background_reach_the_segmenter(tmp_path):
 @pytest.mark.parametrize("serial", [False, True])
 def test_ctrl_c_exits_130_after_the_summary(monkeypatch, detector_onnx, tmp_path, capsys,
                                             serial):
-    """Ctrl-C (SIGINT's KeyboardInterrupt in the main thread) while frame 3 is decoded."""
+    """Ctrl-C (SIGINT's KeyboardInterrupt in the main thread) while frame 3 is decoded. With
+    stage threads, that decode waits until the run has acted on the Ctrl-C, so the frames after
+    it cannot all finish first however the threads are scheduled."""
     write_clip(tmp_path / "long.mp4", frames=60)
-    decode = Detector.postprocess
-    seen = []
+    decode, stop = Detector.postprocess, Pipeline.stop
+    seen, stopping = [], threading.Event()
 
     def interrupting(self, outputs, geometry):
         seen.append(1)
         if len(seen) == 3:
-            _thread.interrupt_main()
+            if serial:  # this is the main thread: it raises at its next bytecode
+                _thread.interrupt_main()
+            else:
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                assert stopping.wait(30), "the Ctrl-C was never acted on"
         return decode(self, outputs, geometry)
 
+    def noting_stop(self, reason="stopped"):
+        stop(self, reason)
+        stopping.set()
+
     monkeypatch.setattr(Detector, "postprocess", interrupting)
+    monkeypatch.setattr(Pipeline, "stop", noting_stop)
     code = main(["detect", "--model", str(detector_onnx), "--source", str(tmp_path / "long.mp4"),
                  *(["--serial"] if serial else []), *QUIET])
     captured = capsys.readouterr()

@@ -63,3 +63,31 @@ def test_segmentation_keys_are_not_detection_keys(tmp_path):
 def test_a_missing_config_file(tmp_path):
     with pytest.raises(InputError, match="cannot read the config"):
         config.load(DetectionConfig, tmp_path / "nope.yaml")
+
+
+def test_sources_take_plain_sources_and_named_streams_with_their_own_options(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("sources:\n  - 0\n  - {name: gate, url: 'rtsp://h/s', stride: 2,\n"
+                    "     lines: [{name: door, start: [0, 5], end: [9, 5]}]}\n")
+    loaded = config.load(DetectionConfig, path)
+    assert [(s.source, s.name) for s in loaded.sources] == [(0, None), ("rtsp://h/s", "gate")]
+    assert loaded.sources[1].options["stride"] == 2
+    assert loaded.sources[1].options["lines"][0]["end"] == (9, 5)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("sources: []\n", "'sources' must be a non-empty list"),
+    ("sources: [{name: a}]\n", r"'sources\[0\]' needs one of 'source' or 'url'"),
+    ("sources: [{source: a, url: b}]\n", r"'sources\[0\]' needs one of"),
+    ("sources: [{source: a, strid: 2}]\n", "unknown key 'strid'"),
+    ("sources: [{source: a, stride: 0}]\n", r"'sources\[0\].stride' must be in 1"),
+    ("sources: [{source: a, lines: [{name: l, start: [0, 0], end: [0, 0]}]}]\n",
+     "zero length"),
+    ("batch: 0\n", "'batch' must be in 1"),
+    ("batch_wait_ms: .inf\n", "'batch_wait_ms' must be finite"),
+])
+def test_bad_sources_and_batch_keys_are_refused(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        config.load(DetectionConfig, path)

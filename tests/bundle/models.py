@@ -1,7 +1,8 @@
 """Small ONNX models and specs for the build tests: no PyTorch, a build in a few seconds.
 
 ``write_spec`` writes a spec with two ONNX-file models (a 4-class per-pixel head and a
-classifier) and a detection app into a folder; ``tiny_catalogue_spec`` the torch-marked variant
+classifier), a detection app and a wheelhouse of stand-in wheels (``wheelhouse``) into a
+folder; ``tiny_catalogue_spec`` the torch-marked variant
 with the tiny catalogue detector.
 """
 
@@ -13,6 +14,8 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 from onnx import TensorProto, numpy_helper
+
+from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
 
 
 def _conv(name: str, cin: int, cout: int, rng: np.random.Generator) -> list:
@@ -83,6 +86,9 @@ app:
   backend: [acl, cpu]
 service:
   environment: {{EDGEFUSE_LOG: info}}
+python:
+  version: "{python}"
+  wheels: wheelhouse
 """
 
 
@@ -93,9 +99,16 @@ def write_spec(folder: Path, *, version: str = "1.0.0", fp16_gate: float = 0.999
         path = folder / "models" / f"{name}.onnx"
         if not path.exists():
             onnx.save_model(model, str(path))
+    fill_wheelhouse(folder / "wheelhouse")
     spec = folder / "spec.yaml"
-    spec.write_text(SPEC.format(version=version, fp16_gate=fp16_gate), encoding="utf-8")
+    spec.write_text(SPEC.format(version=version, fp16_gate=fp16_gate, python=HOST_PYTHON),
+                    encoding="utf-8")
     return spec
+
+
+def without_app(text: str) -> str:
+    """The spec text of ``write_spec`` without its app and service sections (no service)."""
+    return text[: text.index("app:\n")] + text[text.index("python:\n"):]
 
 
 def silu_head(seed: int = 2, size: int = 16) -> onnx.ModelProto:

@@ -29,6 +29,7 @@ from edgefuse.reference.recording import load_recording, make_recording
 from edgefuse.runtime import open_session
 from edgefuse.testing import assert_replays
 from tests.bundle.models import silu_head, write_spec
+from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
 
 pytestmark = pytest.mark.ort
 
@@ -40,7 +41,8 @@ def _manifest(bundle):
 def test_the_bundle_has_every_part_a_board_needs(small_build):
     bundle = small_build.bundle
     for relative in ("MANIFEST.json", "install.sh", "minirc_install_hook.sh", "spec.json",
-                     "app/config.yaml", "app/edgefuse-0.1.0-py3-none-any.whl",
+                     "app/config.yaml", "wheels/edgefuse-0.1.0-py3-none-any.whl",
+                     "requirements.lock",
                      "systemd/edgefuse-small.service", "env/edgefuse-small.env"):
         assert (bundle / relative).is_file(), relative
     for model in ("seg", "cls"):
@@ -260,7 +262,7 @@ def test_an_existing_output_folder_is_kept_unless_forced(small_build, tmp_path):
 
 
 def test_the_wheel_is_installable_metadata_and_the_package(small_build):
-    wheel = small_build.bundle / "app/edgefuse-0.1.0-py3-none-any.whl"
+    wheel = small_build.bundle / "wheels/edgefuse-0.1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = archive.read("edgefuse-0.1.0.dist-info/METADATA").decode()
@@ -361,12 +363,14 @@ models:
     precision: {keep_fp32: none}
     verify: {samples: 1}
 app: {kind: segmentation, model: silu}
-"""
+python: {version: "PYTHON", wheels: wheelhouse}
+""".replace("PYTHON", HOST_PYTHON)
 
 
 def _ops_spec(folder):
     (folder / "models").mkdir(parents=True)
     onnx.save_model(silu_head(), str(folder / "models/silu.onnx"))
+    fill_wheelhouse(folder / "wheelhouse")
     (folder / "spec.yaml").write_text(OPS_SPEC)
     return folder / "spec.yaml"
 

@@ -13,6 +13,7 @@ from edgefuse.bundle.bundle_check import verify_bundle
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.models.catalogue import CATALOGUE
+from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
 from tests.needs import optional
 
 pytestmark = pytest.mark.torch
@@ -20,10 +21,21 @@ pytestmark = pytest.mark.torch
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+def _offline(example: Path, folder: Path) -> Path:
+    """The example with its wheels from a local wheelhouse for this Python (no index here)."""
+    text = example.read_text(encoding="utf-8")
+    assert 'version: "3.10"' in text and "wheels: download" in text
+    spec = folder / example.name
+    fill_wheelhouse(folder / "wheelhouse")
+    spec.write_text(text.replace('version: "3.10"', f'version: "{HOST_PYTHON}"')
+                    .replace("wheels: download", "wheels: wheelhouse"), encoding="utf-8")
+    return spec
+
+
 def test_the_tiny_example_builds_a_detection_bundle(tmp_path):
     optional("torch")
-    outcome = build(EXAMPLES / "tiny-camera.yaml", tmp_path / "out", cache_dir=tmp_path / "c",
-                    progress=False)
+    outcome = build(_offline(EXAMPLES / "tiny-camera.yaml", tmp_path / "spec"), tmp_path / "out",
+                    cache_dir=tmp_path / "c", progress=False)
     bundle = outcome.bundle_dir
     metadata = json.loads((bundle / "models/detector/metadata.json").read_text())
     assert metadata["classes"] == ["circle", "square", "triangle"]

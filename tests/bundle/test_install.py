@@ -118,7 +118,9 @@ def test_tampering_with_any_file_is_caught(small_build, tmp_path):
 
 
 @pytest.mark.parametrize("relative", ["models/seg/model.onnx", "MANIFEST.json",
-                                      "app/edgefuse-0.1.0-py3-none-any.whl", "app/config.yaml",
+                                      "wheels/edgefuse-0.1.0-py3-none-any.whl",
+                                      "wheels/numpy-1.24-py3-none-any.whl", "requirements.lock",
+                                      "app/config.yaml",
                                       "install.sh"])
 def test_install_sh_refuses_a_tampered_bundle_and_installs_nothing(small_build, tmp_path, root,
                                                                    relative):

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import sysconfig
 import tarfile
 from pathlib import Path
@@ -29,7 +28,7 @@ from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
-from tests.bundle.trust import PREFIX, build_version, run_install, shim, state
+from tests.bundle.trust import PREFIX, build_version, host_python3, run_install, shim, state
 
 pytestmark = pytest.mark.ort
 
@@ -140,19 +139,11 @@ def test_a_venv_planted_into_an_installed_release_is_refused_on_rollback(small_b
 # ---- 2. and 5.: the Python environment, built where it runs, before the switch ------------------
 
 
-def _python_env(tmp_path: Path) -> dict[str, str]:
-    """python3 = this interpreter's base Python; pip installs the wheel alone, from no index;
-    PYTHONPATH lends this environment's packages to the app's first start."""
-    base = getattr(sys, "_base_executable", None) or shutil.which("python3")
-    env = shim(tmp_path / "bin", "python3", f'exec "{base}" "$@"\n')
-    return {**env, "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-
-
 @pytest.mark.slow
 def test_the_python_environment_runs_from_where_it_was_built(small_build, tmp_path):
     prefix = tmp_path / "board" / "opt" / "small"
     v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
-    env = _python_env(tmp_path)
+    env = host_python3(tmp_path)
     done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
     assert done.returncode == 0, done.stderr
     release = (prefix / "current").resolve()

@@ -12,7 +12,7 @@ import yaml
 from edgefuse.bundle.builder import build
 from edgefuse.bundle.kube import HOST_PATHS, NPU_RESOURCE
 from edgefuse.errors import InputError
-from tests.bundle.models import write_spec
+from tests.bundle.models import without_app, write_spec
 
 pytestmark = pytest.mark.ort
 
@@ -91,6 +91,6 @@ def test_the_containerfile_installs_this_builds_archive_on_a_cann_base(emitted):
 def test_emit_k8s_without_an_app_is_refused(small_build, tmp_path):
     spec = write_spec(tmp_path / "spec")
     text = spec.read_text()
-    spec.write_text(text[: text.index("app:\n")])
+    spec.write_text(without_app(text))
     with pytest.raises(InputError, match=r"--emit k8s needs an app"):
         build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False, emit=("k8s",))

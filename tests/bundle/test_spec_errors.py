@@ -35,6 +35,9 @@ app:
   model: det
 service:
   restart: always
+python:
+  version: "3.10"
+  wheels: download
 """
 
 

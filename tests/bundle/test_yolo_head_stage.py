@@ -28,6 +28,7 @@ models:
       target: soc
       yolo_head: {conf: 0.3, iou: 0.5, max_det: 20}
     postprocess: {conf: 0.3}
+python: {version: "3.10", wheels: download}
 """
 
 

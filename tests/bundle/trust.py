@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from edgefuse.bundle.builder import BuildOutcome, build
-from tests.bundle.models import write_spec
+from tests.bundle.models import without_app, write_spec
 
 PREFIX = "opt/edgefuse/small"
 
@@ -35,7 +37,7 @@ def build_version(small_build, folder: Path, version: str, *, key: Path | None =
     spec = write_spec(folder / "spec", version=version)
     text = spec.read_text(encoding="utf-8")
     if prefix is not None:
-        text = text[: text.index("app:\n")] + f"install:\n  prefix: {prefix}\n"
+        text = without_app(text) + f"install:\n  prefix: {prefix}\n"
     if health_marker:
         text = text.replace("{EDGEFUSE_LOG: info}", "{EDGEFUSE_LOG: info, EDGEFUSE_BROKEN: 1}")
     spec.write_text(text, encoding="utf-8")
@@ -50,6 +52,13 @@ def shim(folder: Path, name: str, body: str) -> dict[str, str]:
     path.write_text("#!/bin/bash\n" + body, encoding="utf-8")
     path.chmod(0o755)
     return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def host_python3(tmp_path: Path) -> dict[str, str]:
+    """The environment in which ``python3`` is this interpreter's base Python (the one the
+    small spec's wheels are resolved for): the installer builds real environments with it."""
+    base = getattr(sys, "_base_executable", None) or shutil.which("python3")
+    return shim(tmp_path / "bin", "python3", f'exec "{base}" "$@"\n')
 
 
 def state(root: Path) -> dict[str, str]:

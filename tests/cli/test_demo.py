@@ -1,7 +1,8 @@
 """`edgefuse demo`: the README's first command, on the first frames of the clip so the suite
-stays fast. Its claims are checked here without the demo's own scoring: the optimized model
-against the export on ONNX Runtime, the JSON Lines boxes against the clip's labels by a plain
-IoU match, the frames in the video."""
+stays fast (the multi-camera step runs its own short clips). Its claims are checked here without
+the demo's own scoring: the optimized model against the export on ONNX Runtime, the JSON Lines
+boxes against the clip's labels by a plain IoU match, the frames in the videos, each camera's
+counts against true crossings taken from the generator's labels."""
 
 import contextlib
 import io
@@ -13,7 +14,12 @@ import numpy as np
 import onnx
 import pytest
 
+from edgefuse import model_info
 from edgefuse.cli.main import main
+from edgefuse.demo.multi_camera import CAMERAS, SCENE_SEED
+from edgefuse.demo.multi_camera import FPS as CAMERA_FPS
+from edgefuse.demo.multi_camera import FRAMES as CAMERA_FRAMES
+from edgefuse.demo.multi_camera import SIZE as CAMERA_SIZE
 from edgefuse.models import shapes
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
@@ -49,6 +55,26 @@ def test_demo_passes_its_gates_and_prints_the_summary(demo):
     # no board here: both apps ran their FP16 builds on the simulated board, and said so
     assert len(re.findall(r"\d+ \(\d+\) on sim", printed)) == 2, printed
     assert "WARNING" not in printed
+
+
+def test_the_detector_is_built_with_the_yolo_head_and_agrees_with_the_host_decode(demo):
+    _, printed, workdir, _ = demo
+    build = workdir / "shapes_yolov8" / "build"
+    manifest = json.loads((build / "manifest.json").read_text())
+    assert manifest["soc"] == "Ascend310B4"
+    assert manifest["custom_ops"]["required"] is True
+    assert [op["onnx"] for op in manifest["custom_ops"]["ops"]] == ["edgefuse::YoloHead"]
+    assert [o["name"] for o in manifest["outputs"]] == ["boxes", "scores", "classes",
+                                                        "num_detections"]
+    app = model_info.from_onnx(onnx.load(build / manifest["model"]))
+    assert app.postprocess.layout == "yolo_head"
+    first = json.loads((workdir / "detect.jsonl").read_text().splitlines()[0])
+    assert first["layout"] == "yolo_head"  # the app read the op's rows, it decoded nothing
+    segmenter = json.loads((workdir / "shapes_deeplabv3plus" / "build" / "manifest.json")
+                           .read_text())
+    assert segmenter["custom_ops"]["required"] is False
+    assert re.search(rf"YoloHead build vs host decode \*\s+{FRAMES}/{FRAMES} frames, worst IoU "
+                     r"0\.9\d\d\s+n/a", printed), printed
 
 
 def test_optimize_folds_every_batchnorm_of_the_export_and_keeps_its_outputs(demo):
@@ -87,6 +113,70 @@ def test_the_annotated_videos_hold_every_frame(demo):
         capture.release()
     segments = [json.loads(line) for line in (workdir / "segment.jsonl").read_text().splitlines()]
     assert len(segments) == FRAMES and all(len(r["pixels"]) > 1 for r in segments)
+
+
+def test_each_camera_counts_the_true_crossings_of_its_own_line(demo):
+    _, printed, workdir, _ = demo
+    truths = []
+    for camera in CAMERAS:
+        records = [json.loads(line)
+                   for line in (workdir / f"{camera.name}.jsonl").read_text().splitlines()]
+        assert [r["frame"] for r in records] == list(range(CAMERA_FRAMES))
+        assert {r["stream"] for r in records} == {camera.name}
+        counts = records[-1]["counts"]["lines"]["line"]
+        truth = _true_crossings(camera)
+        assert {way: sum(counts[way].values()) for way in ("in", "out")} == truth, camera
+        truths.append(truth)
+    assert len({tuple(t.values()) for t in truths}) == len(CAMERAS)  # a mix-up would show
+    row = next(line for line in printed.splitlines() if line.startswith("line in / out"))
+    cells = re.findall(r"(\d+) / (\d+) \((\d+) / (\d+)\)", row)
+    assert [tuple(int(v) for v in cell) for cell in cells] == [
+        (t["in"], t["out"], t["in"], t["out"]) for t in truths]
+
+
+def test_the_table_scores_each_cameras_tracking(demo):
+    _, printed, _, _ = demo
+    row = next(line for line in printed.splitlines() if line.startswith("tracking vs truth"))
+    scores = [float(v) for v in re.findall(r"(-?\d\.\d{3})", row)]
+    assert len(scores) == 2 * len(CAMERAS) and all(0.5 < s <= 1.0 for s in scores), row
+    switches = next(line for line in printed.splitlines() if line.startswith("ID switches"))
+    assert len(re.findall(r"\b\d+\b", switches)) == len(CAMERAS), switches
+
+
+def test_the_camera_videos_play_every_frame(demo):
+    _, _, workdir, cv2 = demo
+    for camera in CAMERAS:
+        capture = cv2.VideoCapture(str(workdir / f"{camera.name}.mp4"))
+        assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) == CAMERA_FRAMES
+        shapes_read = []
+        while (frame := capture.read()[1]) is not None:
+            shapes_read.append(frame.shape)
+        capture.release()
+        assert shapes_read == [(*CAMERA_SIZE, 3)] * CAMERA_FRAMES
+
+
+def _true_crossings(camera) -> dict[str, int]:
+    """The generator's labels: each identity's bottom-centre path against the camera's segment,
+    by orientation tests (``in``: ending right of start -> end, y down)."""
+    scenes = SceneGenerator(SCENE_SEED, CAMERA_SIZE).clip(camera.clip_index, CAMERA_FRAMES,
+                                                          CAMERA_FPS)
+    last, counts = {}, {"in": 0, "out": 0}
+    a, b = np.array(camera.start), np.array(camera.end)
+    for scene in scenes:
+        for object_id, box in zip(scene.ids, scene.boxes, strict=True):
+            p = np.array([(box[0] + box[2]) / 2, box[3]], np.float64)
+            if _orient(a, b, p) == 0:  # on the line: the side it was on still holds
+                continue
+            q = last.get(int(object_id))
+            last[int(object_id)] = p
+            if q is not None and _orient(a, b, q) * _orient(a, b, p) < 0 \
+                    and _orient(q, p, a) * _orient(q, p, b) <= 0:
+                counts["in" if _orient(a, b, p) > 0 else "out"] += 1
+    return counts
+
+
+def _orient(a, b, c) -> float:
+    return float((b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]))
 
 
 def _iou(a, b) -> float:

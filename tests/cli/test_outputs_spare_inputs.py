@@ -41,6 +41,7 @@ target: {soc: Ascend310B4}
 models:
   - name: head
     source: head.onnx
+python: {version: "3.10", wheels: download}
 """
 
 

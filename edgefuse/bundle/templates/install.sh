@@ -7,7 +7,8 @@
 #   bash install.sh --rollback                      switch back to the previous version
 #   bash install.sh --verify-only [ARCHIVE | DIR]   only the checks
 # Options: --root DIR (install into a root file system, e.g. a card image's rootfs; implies
-#   --offline: the board's own Python builds the environment at first boot), --offline (no
+#   --offline: the board's own Python builds the environment at first boot, from the bundle's
+#   hash-pinned wheels, never an index), --offline (no
 #   systemctl, no Python: what the card maker's hook uses), --finish (the deferred part on the
 #   board: Python environment, service start), --no-python, --expect-sha256 HEX (the archive's
 #   published digest), --key PUB.pem (a trusted signing key, besides ROOT/etc/edgefuse/keys/*.pem),
@@ -38,6 +39,8 @@ SERVICE=@@SERVICE@@
 SERVICE_USER=@@SERVICE_USER@@
 SERVICE_GROUP=@@SERVICE_GROUP@@
 OPP_VENDOR=@@OPP_VENDOR@@
+PYTHON_VERSION=@@PYTHON_VERSION@@  # the board Python the bundle's wheels were resolved for
+LOCK=requirements.lock  # name==version --hash=sha256:... of every wheel in wheels/
 ZEROS=0000000000000000000000000000000000000000000000000000000000000000
 NAME_CHARS='A-Za-z0-9._/+@-'
 SIG=MANIFEST.sig
@@ -77,7 +80,7 @@ while [ $# -gt 0 ]; do
     --allow-downgrade) ALLOW_DOWNGRADE=1; PASS_ON+=("$1"); shift ;;
     --health-cmd) [ $# -ge 2 ] || die "--health-cmd needs a command"; HEALTH_CMD=$2; shift 2 ;;
     --health-timeout) [ $# -ge 2 ] || die "--health-timeout needs seconds"; HEALTH_TIMEOUT=$2; PASS_ON+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) [ -z "$SOURCE" ] || die "give one archive or folder, not '$SOURCE' and '$1'"; SOURCE=$1; shift ;;
   esac
@@ -295,24 +298,51 @@ install_service_files() {
   ln -sfn "/etc/systemd/system/$SERVICE.service" "$units/multi-user.target.wants/$SERVICE.service"
 }
 
-python_env() {  # python_env RELEASE: its environment, built at the path it will run from
+as_service_user() {  # run a command as the service user where root can switch to it
+  if [ "$(id -u)" = 0 ] && id -u "$SERVICE_USER" >/dev/null 2>&1 \
+      && command -v runuser >/dev/null 2>&1; then
+    runuser -u "$SERVICE_USER" -- "$@"
+  else
+    "$@"
+  fi
+}
+
+python_env() {  # python_env RELEASE: its environment, built in place from its own wheels only
   [ "$PYTHON" = 1 ] || return 0
-  local release=$1 venv="$1/.venv" record wheel interpreter
+  local release=$1 venv="$1/.venv" record interpreter have uid
   record=$(venv_record "$release")
   if [ -f "$record" ] && [ -d "$venv" ] && [ "$(venv_listing "$release")" = "$(cat "$record")" ]; then
     return 0
   fi
   rm -rf "$venv" "$record"
   command -v python3 >/dev/null 2>&1 || die "python3 is needed to install the edgefuse wheel"
-  wheel=$(ls "$release"/app/edgefuse-*.whl)
-  note "installing $(basename "$wheel") into $venv"
-  # --system-site-packages: the board's numpy/opencv/onnxruntime serve when installed; pip
-  # fetches the rest (set PIP_INDEX_URL / PIP_FIND_LINKS for an offline mirror). Built in place:
-  # pip writes this path into every script's #! line, so the folder is never renamed after.
-  if ! python3 -m venv --system-site-packages "$venv" || ! "$venv/bin/pip" install "$wheel"; then
+  have=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) \
+    || fail "python3 does not run: the Python environment of $(basename "$release") could not \
+be built; nothing was switched"
+  [ "$have" = "$PYTHON_VERSION" ] || fail "the bundle's wheels are for Python $PYTHON_VERSION, \
+but python3 here is $have: the Python environment of $(basename "$release") could not be built; \
+nothing was switched (build with python.version: \"$have\")"
+  [ -f "$release/$LOCK" ] && [ -d "$release/wheels" ] \
+    || fail "$(basename "$release") carries no $LOCK and wheels/ (an edgefuse that installed \
+from an index at first boot built it): rebuild it; nothing was switched"
+  # Only the bundle's wheels, each pinned by its sha256 (covered by MANIFEST.json and its
+  # signature): --no-index, --isolated (no pip.conf or PIP_* variable adds a source),
+  # --require-hashes, --ignore-installed (the board's own copies of locked packages are not
+  # used; --system-site-packages still lends CANN's acl and what the lock leaves out). pip runs
+  # as the service user where possible, never needing root; the finished environment is root's,
+  # read-only to the service. Built in place: pip writes this path into every script's #! line.
+  mkdir "$venv"
+  if [ "$(id -u)" = 0 ] && uid=$(id -u "$SERVICE_USER" 2>/dev/null); then chown "$uid" "$venv"; fi
+  note "installing $LOCK into $venv from wheels/ only (hash-pinned, no index)"
+  if ! as_service_user python3 -m venv --system-site-packages "$venv" \
+      || ! as_service_user "$venv/bin/python" -m pip install --isolated --no-input \
+        --disable-pip-version-check --no-cache-dir --no-index --find-links "$release/wheels" \
+        --require-hashes --ignore-installed -r "$release/$LOCK"; then
     rm -rf "$venv"
-    fail "the Python environment of $(basename "$release") could not be built; nothing was switched"
+    fail "the Python environment of $(basename "$release") could not be built from its own \
+wheels (pip refuses a wheel that does not match $LOCK); nothing was switched"
   fi
+  if [ "$(id -u)" = 0 ]; then chown -R 0:0 "$venv"; fi
   interpreter=$(sed -n '1s/^#!//p' "$venv/bin/edgefuse")
   if [ "$interpreter" = /bin/sh ]; then  # pip's trampoline for a long path: '''exec' "PY" ...
     interpreter=$(sed -n "2s/^'''exec' \"\{0,1\}\([^\" ]*\).*/\\1/p" "$venv/bin/edgefuse")

@@ -7,8 +7,9 @@
 # bundle, installs it into <rootfs>@@PREFIX@@ with the bundle's install.sh (--offline), enables the
 # service the way `systemctl enable` would (the multi-user.target.wants link) and adds to
 # <rootfs>/var/minirc_hook.sh, which the board runs once at first boot, the steps that need the
-# running board: the Python environment and starting the service. Running it twice leaves the
-# same result: the release is reused and the first-boot block is replaced, not added again.
+# running board: the Python environment (from the bundle's hash-pinned wheels only, no network)
+# and starting the service. Running it twice leaves the same result: the release is reused and
+# the first-boot block is replaced, not added again.
 #
 # The bundle is this script's own folder (it ships inside the bundle) or the folder
 # @@BUNDLE_ID@@/ next to it (scripts/build-image.sh copies both next to the card maker).

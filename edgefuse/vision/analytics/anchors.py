@@ -27,3 +27,11 @@ def anchor_points(boxes: np.ndarray, anchor: str) -> np.ndarray:
     x = (boxes[:, 0] + boxes[:, 2]) / 2
     y = boxes[:, 3] if anchor == "bottom_center" else (boxes[:, 1] + boxes[:, 3]) / 2
     return np.stack([x, y], axis=1)
+
+
+def first_outside(points: np.ndarray, width: int, height: int) -> list[float] | None:
+    """The first of ``points`` ([N, 2] pixels) outside a ``width`` x ``height`` frame, or None."""
+    points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    outside = ((points[:, 0] < 0) | (points[:, 0] > width)
+               | (points[:, 1] < 0) | (points[:, 1] > height))
+    return points[np.argmax(outside)].tolist() if outside.any() else None

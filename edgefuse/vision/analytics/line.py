@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.errors import InputError, Ref
-from edgefuse.vision.analytics.anchors import anchor_points, check_anchor
+from edgefuse.vision.analytics.anchors import anchor_points, check_anchor, first_outside
 from edgefuse.vision.track.byte_tracker import Tracks
 
 
@@ -54,6 +54,14 @@ class LineCounter:
         self._sides: dict[int, _Side] = {}
         self._frame = 0
         self.counts: dict[str, Counter] = {"in": Counter(), "out": Counter()}
+
+    def check_within(self, width: int, height: int) -> None:
+        """Refuse a line with an end outside a ``width`` x ``height`` frame."""
+        point = first_outside(np.stack([self.start, self.end]), width, height)
+        if point is not None:
+            raise InputError(f"line {self.name!r} has an end {point} outside the "
+                             f"{width}x{height} frame", reference=Ref.BAD_CONFIG,
+                             hint="line ends are pixels of the source frame")
 
     def update(self, tracks: Tracks, names: list[str] | None = None) -> list[dict[str, Any]]:
         """The crossings on this frame, as events; counts are updated."""

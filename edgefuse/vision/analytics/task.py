@@ -52,11 +52,12 @@ class Tracked:
 
     def __init__(self, task: Any, *, stream: str = "stream0", tracker: ByteTracker | None = None,
                  lines: Sequence[LineCounter] = (), zones: Sequence[Zone] = (),
-                 publishers: Sequence[Publisher] = ()) -> None:
+                 publishers: Sequence[Publisher] = (), check_first_frame: bool = False) -> None:
         self.task, self.stream = task, stream
         self.tracker = tracker or ByteTracker()
         self.lines, self.zones, self.publishers = list(lines), list(zones), list(publishers)
         self._trails: dict[int, collections.deque] = {}
+        self._size_checked = not check_first_frame  # lines and zones against the first frame
         self.events_total = 0
 
     def __getattr__(self, name: str) -> Any:  # layout, class_names, warm_up, session, ...
@@ -68,8 +69,18 @@ class Tracked:
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.task.infer(feeds)
 
+    def check_within(self, width: int, height: int) -> None:
+        """Refuse lines and zones outside a ``width`` x ``height`` frame (the apps check before
+        the run where the source knows its size, else with ``check_first_frame`` at the first
+        frame, which then stops the run)."""
+        for item in [*self.lines, *self.zones]:
+            item.check_within(width, height)
+        self._size_checked = True
+
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Any,
                     frame: Frame | None = None) -> TrackedResult:
+        if not self._size_checked and frame is not None:
+            self.check_within(frame.image.shape[1], frame.image.shape[0])
         detections = self.task.postprocess(outputs, geometry)
         tracks = self.tracker.update(detections)
         when = frame.time if frame is not None else time.time()

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.errors import InputError, Ref
-from edgefuse.vision.analytics.anchors import anchor_points, check_anchor
+from edgefuse.vision.analytics.anchors import anchor_points, check_anchor, first_outside
 from edgefuse.vision.analytics.line import _label
 from edgefuse.vision.track.byte_tracker import Tracks
 
@@ -70,10 +70,8 @@ class Zone:
 
     def check_within(self, width: int, height: int) -> None:
         """Refuse a zone that lies outside a ``width`` x ``height`` frame."""
-        outside = ((self.polygon[:, 0] < 0) | (self.polygon[:, 0] > width)
-                   | (self.polygon[:, 1] < 0) | (self.polygon[:, 1] > height))
-        if outside.any():
-            point = self.polygon[np.argmax(outside)].tolist()
+        point = first_outside(self.polygon, width, height)
+        if point is not None:
             raise InputError(f"zone {self.name!r} has a point {point} outside the "
                              f"{width}x{height} frame", reference=Ref.BAD_CONFIG,
                              hint="zone points are pixels of the source frame")

@@ -44,6 +44,7 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
                     labels=["stream", "quantile"])
     dropped = counter("edgefuse_dropped_frames", "frames dropped as stale", labels=["stream"])
     reconnects = counter("edgefuse_reconnects", "source reconnections", labels=["stream"])
+    drops = counter("edgefuse_stream_drops", "times the source went down", labels=["stream"])
     up = gauge("edgefuse_stream_up", "1 while the stream delivers frames", labels=["stream"])
     crossings = counter("edgefuse_line_crossings", "tracks crossing a counting line",
                         labels=["stream", "line", "direction", "class"])
@@ -60,6 +61,7 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
                 latency.add_metric([name, quantile], float(stats[key]))
         dropped.add_metric([name], float(stats.get("dropped", 0)))
         reconnects.add_metric([name], float(stats.get("reconnects", 0)))
+        drops.add_metric([name], float(stats.get("drops", 0)))
         up.add_metric([name], 0.0 if view["stalled"] else 1.0)
         for line, totals in view["counts"].get("lines", {}).items():
             for direction, per_class in totals.items():
@@ -70,4 +72,4 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
                 occupancy.add_metric([name, zone, cls], count)
             for cls, count in zone_counts.get("entries", {}).items():
                 entries.add_metric([name, zone, cls], count)
-    yield from (frames, fps, latency, dropped, reconnects, up, crossings, occupancy, entries)
+    yield from (frames, fps, latency, dropped, reconnects, drops, up, crossings, occupancy, entries)

@@ -11,7 +11,9 @@ that stays down after its reconnect attempts (``error[source-lost]``) is reporte
 others go on, unless every stream is lost (then ``run`` raises the loss). Any other error (the
 model, a sink) stops every stream and ``run`` raises it. ``stop`` and ``interrupt`` reach every
 stream; the thread calling ``run`` waits on one completion event per stream inside the
-KeyboardInterrupt handling, as ``Pipeline.run`` does, so a Ctrl-C is an interrupt of all.
+KeyboardInterrupt handling, as ``Pipeline.run`` does, so a Ctrl-C is an interrupt of all. One
+stream runs in the calling thread itself (an app with one camera behaves as a ``Pipeline``
+alone), and an interrupt that came after every stream ended still reads as one in the summary.
 """
 
 from __future__ import annotations
@@ -47,16 +49,19 @@ class Stream:
 
 @dataclasses.dataclass(frozen=True)
 class MultiSummary:
-    """Each stream's summary (a lost stream has none) and the streams lost, with why."""
+    """Each stream's summary (a lost stream has none), the streams lost, with why, and the first
+    interrupt asked for (``interrupt``, a Ctrl-C), even one that came after every stream ended."""
 
     streams: dict[str, RunSummary]
     lost: dict[str, str]
+    interrupted: str | None = None
 
     @property
     def reason(self) -> str:
-        """The first stream's reason that is not a natural end (``end`` when all ended)."""
+        """The first stream's reason that is not a natural end, else the interrupt asked for
+        (so a Ctrl-C always reads as one), else ``end``."""
         reasons = [s.reason for s in self.streams.values() if s.reason != "end"]
-        return reasons[0] if reasons else "end"
+        return reasons[0] if reasons else self.interrupted or "end"
 
     @property
     def aborted(self) -> bool:
@@ -95,6 +100,7 @@ class MultiPipeline:
                 stream.sinks, max_frames=stream.max_frames, **options)
             for stream in streams}
         self.first_frame = AnyOf([p.first_frame for p in self.pipelines.values()])
+        self._interrupts: list[str] = []  # appended from signal handlers, as Pipeline's
 
     @property
     def stopping(self) -> bool:
@@ -110,6 +116,7 @@ class MultiPipeline:
 
     def interrupt(self, reason: str = "interrupted") -> None:
         """As ``Pipeline.interrupt``, for every stream (safe from a signal handler)."""
+        self._interrupts.append(reason)
         for pipeline in self.pipelines.values():
             pipeline.interrupt(reason)
 
@@ -118,22 +125,27 @@ class MultiPipeline:
         summaries: dict[str, RunSummary] = {}
         errors: dict[str, BaseException] = {}
         done = {name: threading.Event() for name in self.pipelines}
-        workers = [threading.Thread(
-            target=self._body(name, pipeline, concurrent, summaries, errors, done[name]),
-            name=f"edgefuse-stream-{name}", daemon=True)
-            for name, pipeline in self.pipelines.items()]
-        for worker in workers:
-            worker.start()
-        self._wait(done)
-        for worker in workers:
-            worker.join()
+        bodies = [self._body(name, pipeline, concurrent, summaries, errors, done[name])
+                  for name, pipeline in self.pipelines.items()]
+        if len(bodies) == 1:  # in this thread, as a Pipeline alone: a Ctrl-C lands in its wait
+            bodies[0]()
+        else:
+            workers = [threading.Thread(target=body, name=f"edgefuse-stream-{name}",
+                                        daemon=True)
+                       for name, body in zip(self.pipelines, bodies, strict=True)]
+            for worker in workers:
+                worker.start()
+            self._wait(done)
+            for worker in workers:
+                worker.join()
         lost = {name: error for name, error in errors.items() if _is_loss(error)}
         failures = [error for error in errors.values() if not _is_loss(error)]
         if failures:
             raise failures[0]
         if lost and len(lost) == len(self.pipelines):
             raise next(iter(lost.values()))
-        return MultiSummary(summaries, {name: str(error) for name, error in lost.items()})
+        return MultiSummary(summaries, {name: str(error) for name, error in lost.items()},
+                            self._interrupts[0] if self._interrupts else None)
 
     def _body(self, name: str, pipeline: Pipeline, concurrent: bool,
               summaries: dict[str, RunSummary], errors: dict[str, BaseException],

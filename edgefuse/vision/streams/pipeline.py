@@ -128,6 +128,11 @@ class Pipeline:
         return None if self._tokens is None else self._tokens.limit
 
     @property
+    def frames_done(self) -> int:
+        """Frames through every stage so far (what a watchdog watches)."""
+        return self.stats.frames_done
+
+    @property
     def stopping(self) -> bool:
         """Whether reading has stopped (a stop, an interrupt, the end of the source)."""
         return self._stop.is_set() or self._abort.is_set()

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -93,10 +94,11 @@ def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
 class JsonlSink(Sink):
     """One JSON record per frame (the module docstring's schema): staged and renamed at the end,
     or with ``append=True`` (live sources) appended and flushed per record, rotated by
-    ``rotate``."""
+    ``rotate``. With ``stream``, every record names it (``"stream": NAME``). ``note`` adds a
+    record that is no frame (a stream event), from any thread."""
 
     def __init__(self, path: str | os.PathLike[str], *, append: bool = False,
-                 rotate: Rotation | None = None) -> None:
+                 rotate: Rotation | None = None, stream: str | None = None) -> None:
         path = Path(path)
         recover_jsonl_leftovers(path)
         self._file: Staged | None = None
@@ -106,18 +108,33 @@ class JsonlSink(Sink):
             self._file = Staged(path, ".tmp")
             self._lines = AppendedLines(self._file.tmp)
         self._describe: Describe = lambda _: {}
+        self._stream = stream
+        self._lock = threading.Lock()  # frames from the sink thread, notes from a source's
         self._closed = False
 
     def start(self, *, fps: float | None, describe: Describe) -> None:
         self._describe = describe
 
     def write(self, result: FrameResult, image: np.ndarray | None) -> None:
-        self._lines.write(json.dumps(frame_record(result, self._describe)) + "\n")
+        record = frame_record(result, self._describe)
+        if self._stream is not None:
+            record = {"stream": self._stream, **record}
+        self._append(record)
+
+    def note(self, record: dict[str, Any]) -> None:
+        """``record`` as a line of its own; ignored once the sink is closed."""
+        self._append(record)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            if not self._closed:
+                self._lines.write(json.dumps(record) + "\n")
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
         self._lines.close()
         if self._file is not None:
             self._file.commit()

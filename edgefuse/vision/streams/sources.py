@@ -26,6 +26,7 @@ import dataclasses
 import glob
 import itertools
 import logging
+import math
 import os
 import sys
 import threading
@@ -79,6 +80,9 @@ class Source:
         self.name = name
         self.stride = stride
         self.fps: float | None = None
+        self.frame_size: tuple[int, int] | None = None  # (width, height), when known early
+        self._on_state: Callable[[str, str], None] | None = None
+        self._told: list[tuple[str, str]] = []  # states before ``on_state``
         self._finished = False
         self._stats: PipelineStats | None = None
         self._pending: dict[str, int] = {}
@@ -93,6 +97,31 @@ class Source:
 
     def close(self) -> None:
         self._finished = True
+
+    def on_state(self, callback: Callable[[str, str], None]) -> None:
+        """Call ``callback(state, detail)`` when a live source goes ``down`` (the device dropped),
+        comes back ``up`` (reconnected) or is ``lost`` (gave up; called before the loss is raised,
+        while the run's sinks are still open), from the source's reader thread. States told
+        before a callback was set are handed to it now, in order."""
+        with self._count_lock:
+            self._on_state = callback
+            told, self._told = self._told, []
+        for state, detail in told:
+            self._call(callback, state, detail)
+
+    def _tell(self, state: str, detail: str = "") -> None:
+        with self._count_lock:
+            callback = self._on_state
+            if callback is None:
+                self._told.append((state, detail))
+                return
+        self._call(callback, state, detail)
+
+    def _call(self, callback: Callable[[str, str], None], state: str, detail: str) -> None:
+        try:
+            callback(state, detail)
+        except Exception:  # noqa: BLE001 - a listener's failure must not take the stream down
+            log.exception("%s: the %s listener failed", self.name, state)
 
     def attach(self, stats: PipelineStats) -> None:
         """Send counters (dropped, skipped, ...) to ``stats``, those counted so far included."""
@@ -154,6 +183,7 @@ class CaptureSource(Source):
         self._capture = capture
         fps = capture.get(cv2().CAP_PROP_FPS)
         self.fps = float(fps) if fps and fps > 0 and np.isfinite(fps) else None
+        self.frame_size = capture_size(capture)
         self._next = 0
 
     def read(self, timeout: float | None = None) -> Frame | None:
@@ -200,6 +230,7 @@ class ImageSource(Source):
         self._paths = paths
         self._position = 0
         self._first: tuple[int, np.ndarray] | None = self._first_decodable()
+        self.frame_size = (self._first[1].shape[1], self._first[1].shape[0])
 
     def _first_decodable(self) -> tuple[int, np.ndarray]:
         """The first image the run will read that decodes, decoded now so that a folder where
@@ -304,8 +335,10 @@ class LiveSource(Source):
     live = True
 
     def __init__(self, name: str, opener: Callable[[], Device], *, stride: int = 1,
-                 reconnect: Reconnect | None = None, fps: float | None = None) -> None:
+                 reconnect: Reconnect | None = None, fps: float | None = None,
+                 frame_size: tuple[int, int] | None = None) -> None:
         super().__init__(name, stride)
+        self.frame_size = frame_size
         self._opener = opener
         self._reconnect = reconnect
         self._device: Device | None = opener()
@@ -386,13 +419,16 @@ class LiveSource(Source):
         if self._device is not None:
             self._device.release()
             self._device = None
+        self._count("drops")
+        self._tell("down", "the stream dropped")
         wait = policy.backoff_s
         for attempt in itertools.count(1):
             if policy.attempts is not None and attempt > policy.attempts:
-                raise InputError(f"lost the stream '{self.name}': {policy.attempts} reconnect "
-                                 "attempts failed", hint="check the camera or server; raise "
-                                 "reconnect attempts in the config to wait longer",
-                                 reference=Ref.SOURCE_LOST)
+                why = f"{policy.attempts} reconnect attempts failed"
+                self._tell("lost", why)
+                raise InputError(f"lost the stream '{self.name}': {why}",
+                                 hint="check the camera or server; raise reconnect attempts in "
+                                      "the config to wait longer", reference=Ref.SOURCE_LOST)
             log.warning("%s: stream dropped; reconnecting in %.1f s (attempt %d%s)", self.name,
                         wait, attempt, f"/{policy.attempts}" if policy.attempts else "")
             if self._pause(wait):
@@ -406,6 +442,7 @@ class LiveSource(Source):
                 continue
             self._count("reconnects")
             log.warning("%s: reconnected (attempt %d)", self.name, attempt)
+            self._tell("up", f"reconnected (attempt {attempt})")
             return
 
 
@@ -520,7 +557,20 @@ def _live(name: str, opener: Callable[[], Any], stride: int, reconnect: Reconnec
         return first.pop() if first else opener()
 
     return LiveSource(name, reopen, stride=stride, reconnect=reconnect,
-                      fps=float(fps) if fps and fps > 0 else None)
+                      fps=float(fps) if fps and fps > 0 else None,
+                      frame_size=capture_size(device))
+
+
+def capture_size(capture: Any) -> tuple[int, int] | None:
+    """An OpenCV capture's (width, height) as its header tells it, None when it does not."""
+    try:
+        width = float(capture.get(cv2().CAP_PROP_FRAME_WIDTH))
+        height = float(capture.get(cv2().CAP_PROP_FRAME_HEIGHT))
+    except (TypeError, ValueError):
+        return None
+    if 0 < width < math.inf and 0 < height < math.inf:
+        return int(width), int(height)
+    return None
 
 
 def _configure_camera(capture: Any, index: int, options: CameraOptions) -> None:

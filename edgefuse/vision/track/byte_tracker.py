@@ -19,8 +19,9 @@ Associating Every Detection Box", ECCV 2022) step by step:
 What differs, on purpose: removed tracks are forgotten (ByteTrack's ``removed_stracks`` list
 grows for the life of the process: a leak on a camera that runs for months); IDs are counted per
 tracker instance, not in a class attribute, so two cameras never share or skip IDs; each track
-keeps the class of its last matched detection; the Kalman filter runs batched
-(``edgefuse.vision.track.kalman``).
+keeps the class of its last matched detection; the Kalman filter runs batched and keeps width
+and height, not ByteTrack's aspect ratio, as BoT-SORT's does (``edgefuse.vision.track.kalman``:
+why).
 """
 
 from __future__ import annotations
@@ -113,25 +114,27 @@ class ByteTracker:
         # a lost track's height stops changing (ByteTrack's multi_predict), then all predict
         self._mean[self._state != TRACKED, 7] = 0.0
         self._mean, self._cov = kalman.predict(self._mean, self._cov)
-        iou = box_iou(kalman.xyah_to_xyxy(self._mean), boxes)
+        iou = box_iou(kalman.xywh_to_xyxy(self._mean), boxes)
         confirmed = np.flatnonzero(self._confirmed)
         unconfirmed = np.flatnonzero(~self._confirmed)
 
         # 1. high-score detections against confirmed tracks, tracked or lost
         cost = 1.0 - iou[np.ix_(confirmed, high)] * scores[high]
         matches, free_tracks, free_high = linear_assignment(cost, opts.match_thresh)
-        self._apply(confirmed[matches[:, 0]], high[matches[:, 1]], boxes, scores, classes)
+        self._apply(confirmed[matches[:, 0]], high[matches[:, 1]], scores, classes)
         # 2. low-score detections against the tracked ones still free
         remaining = confirmed[free_tracks]
         remaining = remaining[self._state[remaining] == TRACKED]
         matches, free_remaining, _ = linear_assignment(1.0 - iou[np.ix_(remaining, low)], 0.5)
-        self._apply(remaining[matches[:, 0]], low[matches[:, 1]], boxes, scores, classes)
+        self._apply(remaining[matches[:, 0]], low[matches[:, 1]], scores, classes)
         self._state[remaining[free_remaining]] = LOST
         # 3. high-score detections left against unconfirmed tracks
         left = high[free_high]
         cost = 1.0 - iou[np.ix_(unconfirmed, left)] * scores[left]
         matches, free_unconfirmed, free_left = linear_assignment(cost, 0.7)
-        self._apply(unconfirmed[matches[:, 0]], left[matches[:, 1]], boxes, scores, classes)
+        self._apply(unconfirmed[matches[:, 0]], left[matches[:, 1]], scores, classes)
+        # every round matched against the predictions: one Kalman correction for all of them
+        self._correct(boxes)
         # 4. forget removed and long-lost tracks, start new ones, drop duplicates
         keep = np.ones(len(self._ids), dtype=bool)
         keep[unconfirmed[free_unconfirmed]] = False
@@ -144,9 +147,9 @@ class ByteTracker:
         self._drop_duplicates()
         shown = (self._state == TRACKED) & self._confirmed
         # every shown track took a detection on this frame: report the box the detector saw
-        # (the Kalman state is for association; its aspect-ratio smoothing costs 0.05 HOTA
+        # (the Kalman state is for association; its smoothing cost 0.05 HOTA
         # on bench.tracking's walkers, as trackers' and supervision's outputs show)
-        shown_boxes = kalman.xyah_to_xyxy(self._mean[shown])
+        shown_boxes = kalman.xywh_to_xyxy(self._mean[shown])
         matched = self._detection[shown] >= 0
         shown_boxes[matched] = boxes[self._detection[shown][matched]]
         return Tracks(
@@ -154,22 +157,26 @@ class ByteTracker:
             scores=self._scores[shown].astype(np.float32), classes=self._classes[shown],
             ids=self._ids[shown], detection_index=self._detection[shown])
 
-    def _apply(self, tracks: np.ndarray, rows: np.ndarray, boxes: np.ndarray,
-               scores: np.ndarray, classes: np.ndarray) -> None:
-        if len(tracks) == 0:
-            return
-        self._mean[tracks], self._cov[tracks] = kalman.update(
-            self._mean[tracks], self._cov[tracks], kalman.xyxy_to_xyah(boxes[rows]))
+    def _apply(self, tracks: np.ndarray, rows: np.ndarray, scores: np.ndarray,
+               classes: np.ndarray) -> None:
         self._scores[tracks], self._classes[tracks] = scores[rows], classes[rows]
         self._state[tracks], self._confirmed[tracks] = TRACKED, True
         self._last[tracks], self._detection[tracks] = self._frame, rows
+
+    def _correct(self, boxes: np.ndarray) -> None:
+        tracks = np.flatnonzero(self._detection >= 0)
+        if len(tracks) == 0:
+            return
+        self._mean[tracks], self._cov[tracks] = kalman.update(
+            self._mean[tracks], self._cov[tracks],
+            kalman.xyxy_to_xywh(boxes[self._detection[tracks]]))
 
     def _start(self, rows: np.ndarray, boxes: np.ndarray, scores: np.ndarray,
                classes: np.ndarray) -> None:
         count = len(rows)
         if count == 0:
             return
-        mean, cov = kalman.initiate(kalman.xyxy_to_xyah(boxes[rows]))
+        mean, cov = kalman.initiate(kalman.xyxy_to_xywh(boxes[rows]))
         self._mean = np.concatenate([self._mean, mean])
         self._cov = np.concatenate([self._cov, cov])
         self._ids = np.concatenate([self._ids, self._next_id + np.arange(count)])
@@ -191,7 +198,7 @@ class ByteTracker:
         lost = np.flatnonzero(self._state == LOST)
         if len(tracked) == 0 or len(lost) == 0:
             return
-        corners = kalman.xyah_to_xyxy(self._mean)
+        corners = kalman.xywh_to_xyxy(self._mean)
         pairs = np.argwhere(box_iou(corners[tracked], corners[lost]) > 0.85)
         if len(pairs) == 0:
             return

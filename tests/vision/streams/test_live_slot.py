@@ -117,3 +117,22 @@ def test_backoff_doubles_up_to_the_maximum_and_resets_after_a_reconnect():
                             0.5, 1.0,  # the wait starts over after a reconnect
                             0.5, 1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5]  # gives up
     assert stats.counter("reconnects") == 2
+
+
+def test_states_go_down_up_and_lost_in_order_and_reach_a_listener_set_late():
+    """A listener set after the states were told (the app sets it once the sinks exist) gets
+    them all, in order; every drop is counted."""
+    script = [ScriptedDevice(0, 1), _refused(), ScriptedDevice(1, 1), _refused(), _refused()]
+    source = RecordedWaits("scripted", _opener(script),
+                           reconnect=Reconnect(attempts=2, backoff_s=0.1))
+    stats = PipelineStats([])
+    source.attach(stats)
+    with pytest.raises(InputError, match="lost the stream"):
+        while source.read(timeout=TIMEOUT) is not None:
+            pass
+    told = []
+    source.on_state(lambda state, detail: told.append((state, detail)))
+    source.close()
+    assert [state for state, _ in told] == ["down", "up", "down", "lost"]
+    assert told[1][1] == "reconnected (attempt 2)" and "2 reconnect attempts" in told[3][1]
+    assert stats.counter("drops") == 2 and stats.counter("reconnects") == 1

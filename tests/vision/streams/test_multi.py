@@ -10,7 +10,12 @@ import pytest
 
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.streams.batching import Batcher, BatchPlan
-from edgefuse.vision.streams.multi import MultiPipeline, Stream, check_stream_names
+from edgefuse.vision.streams.multi import (
+    MultiPipeline,
+    MultiSummary,
+    Stream,
+    check_stream_names,
+)
 from edgefuse.vision.streams.sinks import CallbackSink
 from edgefuse.vision.streams.sources import Source, open_source
 from tests.vision.streams.test_pipeline import pipeline_threads
@@ -145,3 +150,24 @@ def test_stop_reaches_every_stream():
 def test_stream_names_are_unique_and_safe_in_paths_and_topics(names, message):
     with pytest.raises(InputError, match=message):
         check_stream_names(names)
+
+
+def test_one_stream_runs_in_the_calling_thread_and_an_interrupt_after_the_end_still_counts():
+    """One stream runs where ``run`` was called (a Ctrl-C lands in its own wait, as with a
+    Pipeline alone); an interrupt asked for once every stream ended still makes the summary's
+    reason ``interrupted`` (a Ctrl-C exits 130 whenever it came)."""
+    ran_in: list[threading.Thread] = []
+
+    class Recording(ValueTask):
+        def postprocess(self, outputs, geometry):
+            ran_in.append(threading.current_thread())
+            return super().postprocess(outputs, geometry)
+
+    batcher = Batcher(doubled, BatchPlan(1))
+    multi = MultiPipeline([Stream("only", open_source(frames(0, 3)), Recording())],
+                          batcher=batcher)
+    summary = multi.run(concurrent=False)
+    batcher.close()
+    assert set(ran_in) == {threading.current_thread()} and summary.reason == "end"
+    late = MultiSummary(summary.streams, {}, interrupted="interrupted")
+    assert late.reason == "interrupted"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgefuse.metrics.detect import Detections
+from edgefuse.metrics.detect import Detections, box_iou
 from edgefuse.vision.track import kalman
 from edgefuse.vision.track.assignment import linear_assignment
 from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions
@@ -111,15 +111,63 @@ def test_assignment_leaves_pairs_above_the_limit_unmatched():
 
 
 def test_kalman_follows_constant_velocity():
-    measurements = kalman.xyxy_to_xyah(np.array([_box(100, 200)]))
+    measurements = kalman.xyxy_to_xywh(np.array([_box(100, 200)]))
     mean, covariance = kalman.initiate(measurements)
     for t in range(1, 20):
         mean, covariance = kalman.predict(mean, covariance)
         mean, covariance = kalman.update(mean, covariance,
-                                         kalman.xyxy_to_xyah(np.array([_box(100 + 4 * t, 200)])))
+                                         kalman.xyxy_to_xywh(np.array([_box(100 + 4 * t, 200)])))
     mean, _ = kalman.predict(mean, covariance)
     assert mean[0, 0] == pytest.approx(100 + 4 * 20, abs=0.5)  # predicted centre x
     assert mean[0, 4] == pytest.approx(4.0, abs=0.1)  # velocity x
+
+
+def test_kalman_follows_a_box_that_changes_shape():
+    # an object entering through a border: its box (cut by the edge) widens 4 px a frame while
+    # its height stays; ByteTrack's aspect-ratio filter predicted IoU 0.72 with the next box here
+    def box(t: int) -> np.ndarray:
+        return np.array([_box(100, 160, w=40 + 4 * t, h=120)])
+
+    mean, covariance = kalman.initiate(kalman.xyxy_to_xywh(box(0)))
+    for t in range(1, 20):
+        mean, covariance = kalman.predict(mean, covariance)
+        mean, covariance = kalman.update(mean, covariance, kalman.xyxy_to_xywh(box(t)))
+    mean, _ = kalman.predict(mean, covariance)
+    assert box_iou(kalman.xywh_to_xyxy(mean), box(20))[0, 0] > 0.95
+
+
+def _textbook_step(mean, covariance, measurement):
+    """One track, one frame: predict then correct with explicit matrices (Welch & Bishop's
+    form, (I - K H) P), noise as BoT-SORT's KalmanFilterXYWH sets it from the box's w and h."""
+    motion, project = np.eye(8), np.eye(4, 8)
+    motion[:4, 4:] = np.eye(4)
+    w, h = mean[2], mean[3]
+    q = np.diag(np.square([w / 20, h / 20, w / 20, h / 20, w / 160, h / 160, w / 160, h / 160]))
+    mean, covariance = motion @ mean, motion @ covariance @ motion.T + q
+    w, h = mean[2], mean[3]
+    r = np.diag(np.square([w / 20, h / 20, w / 20, h / 20]))
+    gain = covariance @ project.T @ np.linalg.inv(project @ covariance @ project.T + r)
+    mean = mean + gain @ (measurement - project @ mean)
+    covariance = (np.eye(8) - gain @ project) @ covariance
+    return mean, covariance
+
+
+def test_batched_kalman_matches_the_textbook_filter_track_by_track():
+    rng = np.random.default_rng(0)
+    centres = rng.uniform(50, 500, (5, 2))
+    sizes = rng.uniform(20, 150, (5, 2))
+    boxes = np.concatenate([centres - sizes / 2, centres + sizes / 2], axis=1)
+    mean, covariance = kalman.initiate(kalman.xyxy_to_xywh(boxes))
+    reference = [(mean[i].copy(), covariance[i].copy()) for i in range(5)]
+    for _ in range(6):
+        boxes = boxes + rng.normal(3.0, 2.0, boxes.shape)
+        measured = kalman.xyxy_to_xywh(boxes)
+        mean, covariance = kalman.predict(mean, covariance)
+        mean, covariance = kalman.update(mean, covariance, measured)
+        reference = [_textbook_step(m, c, z) for (m, c), z in zip(reference, measured, strict=True)]
+    for i, (m, c) in enumerate(reference):
+        np.testing.assert_allclose(mean[i], m, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(covariance[i], c, rtol=1e-7, atol=1e-9)
 
 
 def test_options_are_checked():

@@ -1,0 +1,240 @@
+"""Issue 18, finding 13: the board's Python environment comes from the bundle's own wheels,
+pinned by sha256, never from an index at first boot.
+
+The build resolves edgefuse's wheel and its dependencies for the target with ``pip download``
+(here from a wheelhouse of stand-in wheels: no network), carries them in ``wheels/`` with
+``requirements.lock``; install.sh (run for real, into temporary prefixes) installs only those,
+with ``--require-hashes``, and refuses a wheel that is not the locked one before anything
+switches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from edgefuse.bundle.builder import build
+from edgefuse.bundle.bundle_check import verify_tree
+from edgefuse.bundle.target_wheels import download_command, target_python
+from edgefuse.errors import InputError
+from tests.bundle.models import write_spec
+from tests.bundle.trust import build_version, host_python3, run_install, shim
+from tests.bundle.wheelhouse import HOST_PYTHON, dummy_wheel, requirement_floors
+
+pytestmark = pytest.mark.ort
+
+
+def _lock(bundle: Path) -> dict[str, str]:
+    """requirements.lock as {name==version: sha256}; every line must carry a hash."""
+    pinned = {}
+    for line in (bundle / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            found = re.fullmatch(r"([a-z0-9-]+==[^ ]+) --hash=sha256:([0-9a-f]{64})", line)
+            assert found, f"not a hash-pinned requirement: {line!r}"
+            pinned[found[1]] = found[2]
+    return pinned
+
+
+def _wheel_metadata(wheel: Path) -> str:
+    """name==version as the wheel's own METADATA says (not its file name)."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(name).decode()
+    fields = dict(re.findall(r"^(Name|Version): (.+)$", text, re.MULTILINE))
+    return f"{re.sub(r'[-_.]+', '-', fields['Name']).lower()}=={fields['Version']}"
+
+
+def test_the_lock_pins_every_wheel_the_bundle_carries_and_the_manifest_covers_them(small_build):
+    bundle = small_build.bundle
+    wheels = sorted((bundle / "wheels").glob("*.whl"))
+    expected = {_wheel_metadata(w): hashlib.sha256(w.read_bytes()).hexdigest() for w in wheels}
+    assert _lock(bundle) == expected
+    names = {requirement.partition("==")[0] for requirement in expected}
+    assert names == {"edgefuse"} | {re.sub(r"[-_.]+", "-", n).lower() for n in requirement_floors()}
+    manifest = json.loads((bundle / "MANIFEST.json").read_text())
+    for path in [*wheels, bundle / "requirements.lock"]:
+        relative = path.relative_to(bundle).as_posix()
+        assert manifest["files"][relative] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert manifest["python"]["version"] == HOST_PYTHON
+    assert manifest["python"]["packages"]["numpy"] == requirement_floors()["numpy"]
+    assert manifest["app"]["wheel"] == "wheels/edgefuse-0.1.0-py3-none-any.whl"
+
+
+def test_the_download_command_resolves_for_the_board(tmp_path):
+    spec_python = {"version": "3.10", "wheels": "download"}
+    argv = download_command(target_python(spec_python, tmp_path), tmp_path / "app.whl",
+                            tmp_path / "dest")
+    assert argv[:4] == [sys.executable, "-m", "pip", "download"]
+    text = " ".join(argv)
+    for flag in ("--platform manylinux2014_aarch64", "--python-version 3.10",
+                 "--only-binary=:all:", "--implementation cp", f"--dest {tmp_path / 'dest'}"):
+        assert flag in text
+    assert "--no-index" not in argv and argv[-1] == str(tmp_path / "app.whl")
+    house = target_python({"version": "3.9", "wheels": "house",
+                           "platform": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"]},
+                          tmp_path)
+    argv = download_command(house, tmp_path / "app.whl", tmp_path / "dest")
+    text = " ".join(argv)
+    assert "--isolated" in argv and "--no-index" in argv
+    assert f"--find-links {tmp_path / 'house'}" in text and "--python-version 3.9" in text
+    assert argv.count("--platform") == 2
+
+
+def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build_first(tmp_path):
+    spec = write_spec(tmp_path / "spec")
+    house = tmp_path / "spec" / "wheelhouse"
+    version = requirement_floors()["numpy"]
+    for wheel in house.glob("numpy-*.whl"):
+        wheel.unlink()
+    dummy_wheel(house, "numpy", version, tag="cp311-cp311-manylinux2014_x86_64")  # the host's
+    with pytest.raises(InputError, match=r"lacks wheels for the target") as caught:
+        build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert "numpy" in caught.value.context and "--only-binary=:all:" in caught.value.context
+    assert not (tmp_path / "out").exists()
+    cache = tmp_path / "cache"
+    assert {p.name for p in cache.iterdir()} <= {"wheel", "wheels"}  # no model was built
+    assert not list((cache / "wheels").rglob("*.whl"))
+
+
+def test_a_spec_without_wheels_for_the_board_is_refused_before_building(tmp_path):
+    spec = write_spec(tmp_path / "spec")
+    text = spec.read_text()
+    spec.write_text(text[: text.index("python:\n")])
+    with pytest.raises(InputError, match=r"missing required key 'python'"):
+        build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+def _site_packages(venv: Path) -> Path:
+    return next(venv.glob("lib/python3*/site-packages"))
+
+
+@pytest.mark.slow
+def test_the_environment_is_the_locked_wheels_not_what_an_index_offers(small_build, tmp_path):
+    """Before: pip install edgefuse.whl with `>=` requirements took the newest numpy that pip's
+    sources offered; now pip sees only the bundle's wheels and its lock."""
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    newer = tmp_path / "index"
+    dummy_wheel(newer, "numpy", "99.0")
+    env = {**host_python3(tmp_path), "PIP_FIND_LINKS": str(newer),
+           "PIP_INDEX_URL": "http://127.0.0.1:9/simple"}
+    done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
+    assert done.returncode == 0, done.stderr
+    release = (prefix / "current").resolve()
+    installed = sorted(p.name for p in _site_packages(release / ".venv").glob("*.dist-info"))
+    numpy = requirement_floors()["numpy"]
+    assert f"numpy-{numpy}.dist-info" in installed and "numpy-99.0.dist-info" not in installed
+    assert "edgefuse-0.1.0.dist-info" in installed
+    verify_tree(prefix / "current")
+
+
+def _tamper_keeping_the_manifest_whole(bundle: Path, relative: str) -> None:
+    """Swap a wheel and rewrite MANIFEST.json's digests, as anyone without the signing key can;
+    requirements.lock keeps the sha256 of the real wheel."""
+    wheel = bundle / relative
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr("numpy/__init__.py", "raise SystemExit('planted')\n")
+    manifest = json.loads((bundle / "MANIFEST.json").read_text())
+    manifest["files"][relative] = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    manifest["manifest_sha256"] = "0" * 64
+    text = json.dumps(manifest, indent=2) + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (bundle / "MANIFEST.json").write_text(text.replace("0" * 64, digest, 1))
+
+
+def test_a_wheel_that_is_not_the_locked_one_is_refused_before_the_switch(small_build, tmp_path):
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    v2 = build_version(small_build, tmp_path / "v2", "2.0.0", prefix=str(prefix))
+    assert run_install(v1.output_dir / "install.sh", None, str(v1.archive)).returncode == 0
+    first = os.readlink(prefix / "current")
+    bundle = tmp_path / "small-2.0.0"
+    shutil.copytree(v2.bundle_dir, bundle)
+    relative = f"wheels/numpy-{requirement_floors()['numpy']}-py3-none-any.whl"
+    _tamper_keeping_the_manifest_whole(bundle, relative)
+    with pytest.raises(InputError, match=r"does not pin the wheels") as caught:
+        verify_tree(bundle)
+    assert "numpy" in caught.value.context
+    done = run_install(bundle / "install.sh", None, str(bundle), env=host_python3(tmp_path),
+                       python=True)
+    assert done.returncode == 1 and "could not be built from its own wheels" in done.stderr, (
+        done.stderr)
+    assert "do not match the hashes" in done.stderr.lower()  # pip's own refusal
+    assert os.readlink(prefix / "current") == first
+    assert not any((prefix / "releases").glob("*/.venv"))
+
+
+def test_a_board_python_other_than_the_locked_one_is_refused(small_build, tmp_path):
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    env = shim(tmp_path / "bin", "python3", 'echo 3.2; exit 0\n')
+    done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
+    assert done.returncode == 1, done.stderr
+    assert f"wheels are for Python {HOST_PYTHON}, but python3 here is 3.2" in done.stderr
+    assert not (prefix / "current").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the service user needs root")
+def test_first_boot_pip_runs_as_the_service_user_on_the_locked_wheels_only(small_build,
+                                                                          tmp_path):
+    """--finish, as the card maker's first-boot block runs it: root switches to the service
+    user (runuser) for venv and pip; the environment ends up root's."""
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    assert run_install(v1.output_dir / "install.sh", None, str(v1.archive)).returncode == 0
+    log = tmp_path / "runuser.log"
+    env = host_python3(tmp_path)
+    shim(tmp_path / "bin", "id", 'if [ "$#" = 2 ] && [ "$1" = -u ] && [ "$2" = HwHiAiUser ]; '
+         'then echo 65534; exit 0; fi\nexec /usr/bin/id "$@"\n')
+    # records the command, then runs it (the real switch would need the user to exist here)
+    shim(tmp_path / "bin", "runuser", f'printf "%s\\n" "$*" >> {log}\n'
+         'while [ "$1" != -- ]; do shift; done; shift; exec "$@"\n')
+    done = run_install(prefix / "current/install.sh", None, "--finish", env=env, python=True)
+    assert done.returncode == 0, done.stderr
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and all(line.startswith("-u HwHiAiUser -- ") for line in lines)
+    assert " -m venv --system-site-packages " in lines[0]
+    pip = lines[1].split()
+    release = (prefix / "current").resolve()
+    for flag in ("--no-index", "--require-hashes", "--isolated", "--ignore-installed"):
+        assert flag in pip
+    assert pip[pip.index("--find-links") + 1] == str(release / "wheels")
+    assert pip[pip.index("-r") + 1] == str(release / "requirements.lock")
+    assert not any(arg.startswith("--index-url") or ".whl" in arg for arg in pip)
+    venv = release / ".venv"
+    assert {path.stat().st_uid for path in [venv, *venv.rglob("*")]} == {0}
+
+
+def _simple_index(wheelhouse: Path, folder: Path) -> str:
+    """A PEP 503 index of ``wheelhouse`` on disk; returns its file: URL."""
+    for wheel in wheelhouse.glob("*.whl"):
+        project = folder / re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+        project.mkdir(parents=True, exist_ok=True)
+        shutil.copy(wheel, project / wheel.name)
+        (project / "index.html").write_text(
+            "".join(f'<a href="{w.name}">{w.name}</a>\n' for w in sorted(project.glob("*.whl"))))
+    return folder.as_uri()
+
+
+def test_download_fetches_the_targets_wheels_from_the_hosts_index(small_build, tmp_path,
+                                                                 monkeypatch):
+    """``wheels: download``: pip download with the build host's index settings (here a local
+    index named by PIP_INDEX_URL; no network)."""
+    spec = write_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace("wheels: wheelhouse", "wheels: download"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", _simple_index(tmp_path / "spec/wheelhouse",
+                                                      tmp_path / "simple"))
+    outcome = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert _lock(outcome.bundle_dir) == _lock(small_build.bundle)
