@@ -7,9 +7,9 @@ neither holds the measured process's GIL nor counts in its memory; each frame's 
 shared memory, on ``time.perf_counter``, the system-wide monotonic clock). The measured process
 runs the library directly: one ``Stream`` per camera (its own detector task over the one session,
 a sink that reads each result's frame number back), a ``MultiPipeline`` and one ``Batcher``
-(greedy, ``plan_batches`` for N). The model is the apps' trained shapes YOLOv8 at 256, exported
-once with a dynamic batch dimension (torch in a child process, cached under
-bench/results/models), so frames of different cameras run as one batch.
+(``plan_batches`` for N; its default deadline, or greedy, ``--wait-ms``). The model is the apps'
+trained shapes YOLOv8 at 256, exported once with a dynamic batch dimension (torch in a child
+process, cached under bench/results/models), so frames of different cameras run as one batch.
 
 Cases: ``stand-in`` (first: the figure that speaks for the board) replaces the session by
 ``BatchStandIn``, which sleeps ``a + b * rows`` (fitted to the real model's latency at batch 1,
@@ -233,7 +233,7 @@ class Setup:
     threads: int
     fps: float
     stand_in: tuple[float, float] | None  # a_ms, b_ms
-    wait_ms: float = 0.0  # the batcher's deadline (0: greedy)
+    wait_ms: float | None = None  # the batcher's deadline (None: its default; 0: greedy)
 
 
 def open_run(setup: Setup, cameras: Cameras, sink) -> tuple[MultiPipeline, TimedRun, int]:
@@ -247,7 +247,8 @@ def open_run(setup: Setup, cameras: Cameras, sink) -> tuple[MultiPipeline, Timed
         run = BatchStandIn(session.run(feeds), *setup.stand_in).run
     plan = plan_batches(session, setup.streams)
     timed = TimedRun(run)
-    batcher = Batcher(timed, plan, wait_s=setup.wait_ms / 1e3, streams=setup.streams)
+    batcher = Batcher(timed, plan, streams=setup.streams,
+                      wait_s=None if setup.wait_ms is None else setup.wait_ms / 1e3)
     batcher.rehearse(feeds)
     streams = [Stream(f"stream{i}", open_source(url), tasks[i],
                       [CallbackSink(lambda result, i=i: sink(i, result))])
@@ -369,6 +370,11 @@ def worker(args: argparse.Namespace, *extra: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _wait(text: str) -> float | None:
+    """A ``--wait-ms`` value: milliseconds, or ``auto`` (None) for the Batcher's default."""
+    return None if text.strip() == "auto" else float(text)
+
+
 def run_all(args: argparse.Namespace) -> dict:
     export_dynamic_batch()
     calibration = worker(args, "--calibrate")
@@ -377,7 +383,7 @@ def run_all(args: argparse.Namespace) -> dict:
         f"{rows}: {ms:.1f}" for rows, ms in calibration["batch_ms"].items())
         + f"; stand-in sleeps {calibration['a_ms']:.2f} + {calibration['b_ms']:.2f} ms x rows")
     cases = [c for c in ("stand-in", "cpu") if c in args.cases.split(",")]
-    waits = [float(w) for w in args.wait_ms.split(",")]
+    waits = [_wait(w) for w in args.wait_ms.split(",")]
     streams = [int(n) for n in args.streams.split(",")]
     runs: dict[str, list[dict]] = collections.defaultdict(list)
     for rep in range(args.reps):
@@ -385,9 +391,11 @@ def run_all(args: argparse.Namespace) -> dict:
             settings = [(count, wait) for count in streams for wait in waits]
             for count, wait in (settings if rep % 2 == 0 else list(reversed(settings))):
                 row = worker(args, "--measure", case, str(count), f"--stand-in={stand_in}",
-                             "--wait-ms", str(wait), "--seconds", str(args.seconds),
+                             f"--wait-ms={'auto' if wait is None else wait}",
+                             "--seconds", str(args.seconds),
                              "--warmup", str(args.warmup))
-                key = f"{case} N={count} " + (f"wait {wait:g}ms" if wait else "greedy")
+                key = f"{case} N={count} " + ("auto" if wait is None else
+                                              f"wait {wait:g}ms" if wait else "greedy")
                 runs[key].append(row)
                 print(f"  rep {rep + 1}/{args.reps} {key}: {row['fps']:.1f} fps "
                       f"(ceiling {row['ceiling_fps']:.1f}), latency p50 "
@@ -457,8 +465,9 @@ def main() -> int:
                         help="frames of the memory run (0: none)")
     parser.add_argument("--memory-streams", type=int, default=4)
     parser.add_argument("--ceiling-seconds", type=float, default=2.0)
-    parser.add_argument("--wait-ms", default="0,20",
-                        help="the batcher's deadlines to compare (0: greedy)")
+    parser.add_argument("--wait-ms", default="auto,0",
+                        help="the batcher's deadlines to compare (auto: its default, half an "
+                             "inference; 0: greedy)")
     # one run in this process (what the orchestration starts)
     parser.add_argument("--export", help=argparse.SUPPRESS)
     parser.add_argument("--calibrate", action="store_true", help=argparse.SUPPRESS)
@@ -474,7 +483,7 @@ def main() -> int:
         print(json.dumps(calibrate(args.threads)))
     elif args.measure:
         setup = Setup(int(args.measure[1]), args.measure[0], args.threads, args.fps, stand_in,
-                      float(args.wait_ms))
+                      _wait(args.wait_ms))
         print(json.dumps(measure(setup, args.warmup, args.seconds, args.ceiling_seconds)))
     elif args.soak:
         setup = Setup(args.soak[0], "stand-in", args.threads, args.fps, stand_in)

@@ -55,7 +55,8 @@ class AppConfig:
     source: str | int | None = None
     sources: tuple[StreamSpec, ...] = ()  # several streams (edgefuse.apps.streams)
     batch: int | None = None  # frames of different streams per model run; null: one per stream
-    batch_wait_ms: float = 0.0  # how long a batch waits for more streams' frames (0: greedy)
+    batch_wait_ms: float | None = None  # a batch's wait for more streams' frames (null: half
+    # an inference, measured; 0: greedy)
     backend: tuple[str, ...] = DEFAULT_BACKENDS
     threads: int | None = None
     device_id: int = 0
@@ -295,8 +296,8 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "source": _optional(_source),
     "sources": _sources,
     "batch": _optional(_int(1)),
-    "batch_wait_ms": lambda value, key, where: _finite(_positive_float(value, key, where), key,
-                                                       where),
+    "batch_wait_ms": _optional(lambda value, key, where: _finite(
+        _positive_float(value, key, where), key, where)),
     "backend": _backends,
     "threads": _optional(_int(1)),
     "device_id": _int(0),

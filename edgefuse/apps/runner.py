@@ -144,8 +144,9 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
         task.warm_up()
         feeds = rehearse(task, draws=bool(config.save or config.show))
         batching = plan_batches(session, min(config.batch or len(plans), len(plans)))
-        batcher = Batcher(task.infer, batching, wait_s=config.batch_wait_ms / 1e3,
-                          streams=len(plans))
+        batcher = Batcher(task.infer, batching, streams=len(plans),
+                          wait_s=None if config.batch_wait_ms is None
+                          else config.batch_wait_ms / 1e3)
         resources.callback(batcher.close)
         batcher.rehearse(feeds)
         extras = analytics.AnalyticsSetup(analytics.of(config), names)

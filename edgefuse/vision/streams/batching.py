@@ -8,12 +8,16 @@ the batcher thread takes the requests that are waiting (up to the largest batch)
 batch and hands each stream its own rows back, so results are demultiplexed by construction: a
 request gets the rows it put in.
 
-When a batch runs: greedily, as soon as the model is free (``wait_s=0``, the default), with every
-request waiting then. Under load the requests that arrived during one run form the next batch, so
-batches fill by themselves; under light load a frame never waits for another camera. With
-``wait_s > 0`` a batch waits at most that long after its first request for more (a deadline, as
-nvstreammux's ``batched-push-timeout``), or until every live stream has a request in. Either way
-one slow or dead camera never stalls the others.
+When a batch runs: once every live stream has a frame in (each stream's infer stage has at most
+one request out, so that is a full batch), or at a deadline after the batch's first request, or
+as soon as the model is free when the deadline is 0 (``wait_s=0``, greedy). The default deadline
+(``wait_s=None``) is half the median time of the recent model runs: a camera that is late by more
+than half a batch's inference runs in the next batch instead of holding this one, so a frame
+waits at most half an inference for the others and a slow or dead camera never stalls them.
+Why not greedy by default: bench/multistream.py measured it under load, and batches do not fill
+by themselves: while one batch runs, the streams of the previous one are still post-processing,
+so runs alternate between a lone frame and the rest (sizes 1, 3, 1, 3 at 4 cameras), which
+costs latency and, on a model whose batch costs little more than one frame, throughput.
 
 Which batch sizes (``plan_batches``): a model whose batch dimension is dynamic takes any size up
 to ``max_batch``; a gear OM (a BUILD_DIR with ``--dynamic_batch_size`` gears, on ``acl`` or
@@ -28,6 +32,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +44,7 @@ from edgefuse.errors import EdgefuseError, InputError, Ref
 
 log = logging.getLogger(__name__)
 
+RECENT_RUNS = 16  # model runs the default deadline is taken from
 Run = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 
 
@@ -84,6 +90,7 @@ def plan_batches(session: Any, wanted: int) -> BatchPlan:
 class _Request:
     feeds: Mapping[str, np.ndarray]
     key: tuple
+    arrived: float = dataclasses.field(default_factory=time.monotonic)
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     outcome: dict[str, np.ndarray] | BaseException | None = None  # set before ``done``
 
@@ -92,14 +99,15 @@ class Batcher:
     """Runs ``run`` (a session's ``run``) on batches of the feeds that ``infer`` receives from any
     number of threads; ``sizes`` counts the batches run by their size. Close it when done."""
 
-    def __init__(self, run: Run, plan: BatchPlan, *, wait_s: float = 0.0,
+    def __init__(self, run: Run, plan: BatchPlan, *, wait_s: float | None = None,
                  streams: int | None = None) -> None:
-        if wait_s < 0:
+        if wait_s is not None and wait_s < 0:
             raise InputError(f"batch_wait_ms must be >= 0, got {wait_s * 1e3:g}",
                              reference=Ref.BAD_CONFIG)
         self._run, self.plan, self.wait_s = run, plan, wait_s
         self.streams = streams  # live streams: a batch with this many requests runs at once
         self.sizes: collections.Counter[int] = collections.Counter()
+        self._run_s: collections.deque[float] = collections.deque(maxlen=RECENT_RUNS)
         self._pending: collections.deque[_Request] = collections.deque()
         self._ready = threading.Condition()
         self._closed = False
@@ -155,6 +163,7 @@ class Batcher:
             batch = self._next_batch()
             if batch is None:
                 return
+            start = time.perf_counter()
             try:
                 outputs = self._split(self._run_rows([r.feeds for r in batch]), len(batch))
             except BaseException as exc:  # noqa: BLE001 - every waiting stream gets the error
@@ -164,6 +173,7 @@ class Batcher:
                 continue
             with self._ready:
                 self.sizes[len(batch)] += 1
+                self._run_s.append(time.perf_counter() - start)
             for request, rows in zip(batch, outputs, strict=True):
                 request.outcome = rows
                 request.done.set()
@@ -180,15 +190,20 @@ class Batcher:
                     request.done.set()
                 self._pending.clear()
                 return None
-            if self.wait_s > 0:
-                deadline = time.monotonic() + self.wait_s
-                self._ready.wait_for(lambda: self._closed or self._full(), max(
-                    deadline - time.monotonic(), 0.0))
+            left_s = self._pending[0].arrived + self._deadline_s() - time.monotonic()
+            if left_s > 0:  # the deadline counts from the oldest frame's arrival
+                self._ready.wait_for(lambda: self._closed or self._full(), left_s)
             key = self._pending[0].key
             batch = [r for r in self._pending if r.key == key][: self.plan.max_batch]
             for request in batch:
                 self._pending.remove(request)
             return batch
+
+    def _deadline_s(self) -> float:
+        """``wait_s``, or by default half the median of the recent model runs (0 before any)."""
+        if self.wait_s is not None:
+            return self.wait_s
+        return statistics.median(self._run_s) / 2 if self._run_s else 0.0
 
     def _full(self) -> bool:
         wanted = self.plan.max_batch if self.streams is None else min(self.streams,

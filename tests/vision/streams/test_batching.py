@@ -14,6 +14,7 @@ from edgefuse.acl.gears import OmGears
 from edgefuse.errors import InputError
 from edgefuse.runtime import open_session
 from edgefuse.session import TensorSpec
+from edgefuse.vision.streams import batching
 from edgefuse.vision.streams.batching import Batcher, BatchPlan, plan_batches
 
 pytestmark = pytest.mark.ort
@@ -184,3 +185,17 @@ def test_a_batch_one_model_runs_each_stream_in_its_own_thread_without_a_batcher_
 def test_a_batch_below_one_is_a_config_error(wanted):
     with pytest.raises(InputError, match="batch must be at least 1"):
         plan_batches(Shapes(("N", 3)), wanted)
+
+
+def test_by_default_a_batch_waits_half_the_median_model_run_for_the_other_streams(monkeypatch):
+    clock = iter(np.arange(0.0, 1000.0, 0.5))  # perf_counter: each model run lasts 0.5 s
+    monkeypatch.setattr(batching.time, "perf_counter", lambda: float(next(clock)))
+    batcher = Batcher(lambda feeds: {"y": feeds["x"]}, BatchPlan(4))
+    assert batcher._deadline_s() == 0.0  # nothing measured yet: no wait
+    for value in range(3):
+        batcher.infer(row(float(value)))
+    assert batcher._deadline_s() == 0.25
+    batcher.close()
+    greedy = Batcher(lambda feeds: {"y": feeds["x"]}, BatchPlan(4), wait_s=0.0)
+    assert greedy._deadline_s() == 0.0
+    greedy.close()
