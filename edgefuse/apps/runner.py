@@ -157,9 +157,7 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
                  for plan in plans}
         with stop_on_signals() as stop_requests:
             running: list[MultiPipeline] = []  # the run, once it exists (the live view's stats)
-            streams = [Stream(plan.name, sources[plan.name], tasks[plan.name],
-                              stream_sinks(config, plan, sources[plan.name], extras, running),
-                              plan.max_frames) for plan in plans]
+            streams = open_streams(config, plans, sources, tasks, extras, running)
             note = f"; {task.layout_note}" if task.layout_note else ""
             print(f"{model_source.label}: {task.layout} on {session.backend}; "
                   f"{_describe_sources(sources)}; batch up to {batching.max_batch} "
@@ -199,6 +197,24 @@ def open_sources(plans: list[StreamPlan], resources: contextlib.ExitStack) -> di
         resources.callback(source.close)
         sources[plan.name] = source
     return sources
+
+
+def open_streams(config: AppConfig, plans: list[StreamPlan], sources: dict[str, Source],
+                 tasks: dict[str, Any], extras: analytics.AnalyticsSetup,
+                 running: list[Any]) -> list[Stream]:
+    """Every stream with its sinks; when one stream's sinks cannot be made, those made for the
+    streams before it are discarded (no output is left by a run that never started)."""
+    streams: list[Stream] = []
+    try:
+        for plan in plans:
+            sinks = stream_sinks(config, plan, sources[plan.name], extras, running)
+            streams.append(Stream(plan.name, sources[plan.name], tasks[plan.name], sinks,
+                                  plan.max_frames))
+    except BaseException:
+        for sink in (sink for stream in streams for sink in stream.sinks):
+            sink.discard()
+        raise
+    return streams
 
 
 def stream_sinks(config: AppConfig, plan: StreamPlan, source: Source,
@@ -302,13 +318,18 @@ def make_sinks(config: AppConfig, plan: StreamPlan, *, live: bool = False) -> li
     is appended as it goes (rotated) and its video cut into finished segments, a file source's
     are renamed into place at the end."""
     sinks: list[Sink] = []
-    if plan.jsonl:
-        sinks.append(JsonlSink(plan.jsonl, append=live, stream=plan.name,
-                               rotate=config.jsonl_rotate if live else None))
-    if plan.save:
-        sinks.append(VideoSink(plan.save, segment_s=config.segment_s if live else None,
-                               keep=config.segment_keep)
-                     if Path(plan.save).suffix else ImageFolderSink(plan.save))
+    try:
+        if plan.jsonl:
+            sinks.append(JsonlSink(plan.jsonl, append=live, stream=plan.name,
+                                   rotate=config.jsonl_rotate if live else None))
+        if plan.save:
+            sinks.append(VideoSink(plan.save, segment_s=config.segment_s if live else None,
+                                   keep=config.segment_keep)
+                         if Path(plan.save).suffix else ImageFolderSink(plan.save))
+    except BaseException:
+        for sink in sinks:
+            sink.discard()
+        raise
     if config.show:
         if display_available():
             sinks.append(WindowSink())

@@ -299,3 +299,43 @@ def test_stream_states_are_published_journalled_counted_and_turn_health(tmp_path
     records = _records(tmp_path / "dock.jsonl")
     assert [r["events"] for r in records] == [[e] for e in published]
     assert setup.stream_events == {("dock", "stream_down"): 1, ("dock", "stream_up"): 1}
+
+
+def test_when_a_later_streams_sinks_fail_the_earlier_streams_outputs_are_discarded(
+        detector_onnx, tmp_path, capsys, monkeypatch):
+    for name in ("a", "b"):
+        write_clip(tmp_path / f"{name}.mp4")
+    made = runner.stream_sinks
+
+    def second_fails(config, plan, *args):
+        if plan.name == "stream1":
+            raise InputError("cannot write the second camera's video", reference=Ref.BAD_OUTPUT_PATH)
+        return made(config, plan, *args)
+
+    monkeypatch.setattr(runner, "stream_sinks", second_fails)
+    out = tmp_path / "out"
+    out.mkdir()
+    code = main(["detect", "--model", str(detector_onnx), "--source", str(tmp_path / "a.mp4"),
+                 "--source", str(tmp_path / "b.mp4"), "--jsonl", str(out / "{name}.jsonl"),
+                 *QUIET])
+    assert code == 2
+    assert "cannot write the second camera's video" in capsys.readouterr().err
+    assert list(out.iterdir()) == []  # stream0's staged JSON Lines removed, not committed empty
+
+
+def test_a_run_that_fails_at_its_first_frame_leaves_no_empty_output(detector_onnx, tmp_path,
+                                                                   monkeypatch, capsys):
+    write_clip(tmp_path / "a.mp4")
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def first_frame_fails(self, outputs, geometry, frame=None):
+        raise InputError("the zone lies outside the frame", reference=Ref.BAD_CONFIG)
+
+    monkeypatch.setattr("edgefuse.vision.analytics.task.Tracked.postprocess", first_frame_fails)
+    code = main(["detect", "--model", str(detector_onnx), "--source", str(tmp_path / "a.mp4"),
+                 "--track", "--jsonl", str(out / "a.jsonl"), "--save", str(out / "a.mp4"),
+                 *QUIET])
+    assert code == 2
+    assert "the zone lies outside the frame" in capsys.readouterr().err
+    assert list(out.iterdir()) == []

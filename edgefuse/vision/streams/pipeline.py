@@ -419,11 +419,14 @@ class Pipeline:
         return None
 
     def _shutdown(self, *, close_sinks: bool) -> None:
-        """Close the source and every sink once; a Ctrl-C here is one more interrupt, never a
+        """Close the source and every sink once (a run that failed before any frame reached the
+        sinks discards them: no empty output); a Ctrl-C here is one more interrupt, never a
         reason to leave a sink unclosed."""
         self.stats.finish()
         errors = []
-        for close in [self.source.close, *(sink.close for sink in self.sinks if close_sinks)]:
+        nothing_written = self._error is not None and self.stats.frames_done == 0
+        ends = [sink.discard if nothing_written else sink.close for sink in self.sinks]
+        for close in [self.source.close, *(ends if close_sinks else [])]:
             try:
                 close()
             except KeyboardInterrupt:

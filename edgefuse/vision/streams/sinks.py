@@ -73,6 +73,12 @@ class Sink:
     def close(self) -> None:
         """Finish the output; called once, whatever happened."""
 
+    def discard(self) -> None:
+        """End instead of ``close`` when the run failed before any frame reached the sink: a run
+        that could not start leaves no output, not even an empty one (sinks that stage a file
+        remove it; the others have written nothing and just close)."""
+        self.close()
+
 
 def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
     """The JSON Lines record of one frame (see the module docstring)."""
@@ -138,6 +144,15 @@ class JsonlSink(Sink):
         self._lines.close()
         if self._file is not None:
             self._file.commit()
+
+    def discard(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._lines.close()
+        if self._file is not None:
+            self._file.discard()
 
 
 class VideoFile:
