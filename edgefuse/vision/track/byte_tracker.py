@@ -7,14 +7,28 @@ Associating Every Detection Box", ECCV 2022) step by step:
    predicted) on IoU fused with the detection score, cost ``1 - IoU * score``, Hungarian with
    the cost cut at ``match_thresh``; a lost track that matches is found again;
 2. the low-score detections (``low_thresh`` < score < ``track_thresh``: occluded or blurred
-   objects) are matched to the tracks still unmatched on plain IoU, cut at 0.5; tracks still
-   unmatched become lost;
+   objects) are matched to the tracks still unmatched, tracked or lost, on plain IoU, cut at
+   0.5; tracks still unmatched become lost;
 3. the high-score detections left are matched to the unconfirmed tracks (seen once), cut at 0.7;
    unmatched unconfirmed tracks are removed;
 4. the remaining detections scoring at least ``new_track_thresh`` start tracks (confirmed at once
    on the first frame only); tracks lost longer than ``track_buffer`` frames (at 30 fps, scaled
    with ``frame_rate``) are removed; a tracked and a lost track closer than IoU 0.85 keep only
    the older one.
+
+Three changes from published successors, for objects that come back from behind another (each
+one measured on both of ``bench.tracking``'s modes, figures in docs/apps.md):
+
+- a lost track's box keeps its last size: its width and height velocities are zeroed (BoT-SORT's
+  ``multi_predict``; ByteTrack zeroes only the height's), so a box that was shrinking as its
+  object went behind another does not keep shrinking while unseen;
+- a lost track is compared on buffered IoU (C-BIoU, Yang et al., WACV 2023): its predicted box
+  and each detection are widened by ``lost_iou_buffer`` (0.3, the paper's first buffer) of their
+  width and height on every side, as the prediction of an unseen object drifts from where it
+  reappears; tracked tracks keep plain IoU, so dense crowds are matched as tightly as before;
+- the low-score round offers its boxes to lost tracks too, as OC-SORT's BYTE association does
+  (ByteTrack only to tracked ones): an object coming out from behind another is often detected
+  with a low score first.
 
 What differs, on purpose: removed tracks are forgotten (ByteTrack's ``removed_stracks`` list
 grows for the life of the process: a leak on a camera that runs for months); IDs are counted per
@@ -61,6 +75,7 @@ class TrackerOptions:
     track_buffer: int = 30
     frame_rate: float = 30.0
     new_track_thresh: float | None = None  # default: track_thresh + 0.1, as ByteTrack's det_thresh
+    lost_iou_buffer: float = 0.3  # C-BIoU's widening of lost tracks' boxes, a fraction of w, h
 
     def __post_init__(self) -> None:
         for name in ("track_thresh", "low_thresh", "match_thresh"):
@@ -70,6 +85,8 @@ class TrackerOptions:
         if self.low_thresh > self.track_thresh:
             raise ValueError(f"low_thresh {self.low_thresh} is above track_thresh "
                              f"{self.track_thresh}")
+        if self.lost_iou_buffer < 0:
+            raise ValueError(f"lost_iou_buffer must be >= 0, got {self.lost_iou_buffer}")
         if self.track_buffer < 0 or self.frame_rate <= 0:
             raise ValueError("track_buffer must be >= 0 and frame_rate > 0")
 
@@ -111,10 +128,10 @@ class ByteTracker:
         high = np.flatnonzero(scores > opts.track_thresh)
         low = np.flatnonzero((scores > opts.low_thresh) & (scores < opts.track_thresh))
 
-        # a lost track's height stops changing (ByteTrack's multi_predict), then all predict
-        self._mean[self._state != TRACKED, 7] = 0.0
+        # a lost track's size stops changing (BoT-SORT's multi_predict), then all predict
+        self._mean[self._state != TRACKED, 6:8] = 0.0
         self._mean, self._cov = kalman.predict(self._mean, self._cov)
-        iou = box_iou(kalman.xywh_to_xyxy(self._mean), boxes)
+        iou = self._iou(boxes)
         confirmed = np.flatnonzero(self._confirmed)
         unconfirmed = np.flatnonzero(~self._confirmed)
 
@@ -122,9 +139,8 @@ class ByteTracker:
         cost = 1.0 - iou[np.ix_(confirmed, high)] * scores[high]
         matches, free_tracks, free_high = linear_assignment(cost, opts.match_thresh)
         self._apply(confirmed[matches[:, 0]], high[matches[:, 1]], scores, classes)
-        # 2. low-score detections against the tracked ones still free
+        # 2. low-score detections against the tracks still free, tracked or lost (OC-SORT)
         remaining = confirmed[free_tracks]
-        remaining = remaining[self._state[remaining] == TRACKED]
         matches, free_remaining, _ = linear_assignment(1.0 - iou[np.ix_(remaining, low)], 0.5)
         self._apply(remaining[matches[:, 0]], low[matches[:, 1]], scores, classes)
         self._state[remaining[free_remaining]] = LOST
@@ -156,6 +172,16 @@ class ByteTracker:
             boxes=shown_boxes.astype(np.float32).reshape(-1, 4),
             scores=self._scores[shown].astype(np.float32), classes=self._classes[shown],
             ids=self._ids[shown], detection_index=self._detection[shown])
+
+    def _iou(self, boxes: np.ndarray) -> np.ndarray:
+        """[tracks, detections]: IoU with the predictions, buffered for lost tracks (C-BIoU)."""
+        predicted = kalman.xywh_to_xyxy(self._mean)
+        iou = box_iou(predicted, boxes)
+        lost = np.flatnonzero(self._state == LOST)
+        buffer = self.options.lost_iou_buffer
+        if len(lost) and buffer > 0:
+            iou[lost] = box_iou(buffered(predicted[lost], buffer), buffered(boxes, buffer))
+        return iou
 
     def _apply(self, tracks: np.ndarray, rows: np.ndarray, scores: np.ndarray,
                classes: np.ndarray) -> None:
@@ -208,3 +234,10 @@ class ByteTracker:
         keep = np.ones(len(self._ids), dtype=bool)
         keep[younger] = False
         self._select(keep)
+
+
+def buffered(boxes: np.ndarray, ratio: float) -> np.ndarray:
+    """xyxy boxes widened by ``ratio`` of their width and height on every side (C-BIoU's
+    buffer: a box of w x h becomes (1 + 2 ratio) w x (1 + 2 ratio) h, same centre)."""
+    width, height = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+    return boxes + ratio * np.stack([-width, -height, width, height], axis=1)
