@@ -176,12 +176,15 @@ class ByteTracker:
     def _iou(self, boxes: np.ndarray) -> np.ndarray:
         """[tracks, detections]: IoU with the predictions, buffered for lost tracks (C-BIoU)."""
         predicted = kalman.xywh_to_xyxy(self._mean)
-        iou = box_iou(predicted, boxes)
-        lost = np.flatnonzero(self._state == LOST)
+        lost = (self._state == LOST)[:, None]
         buffer = self.options.lost_iou_buffer
-        if len(lost) and buffer > 0:
-            iou[lost] = box_iou(buffered(predicted[lost], buffer), buffered(boxes, buffer))
-        return iou
+        if buffer == 0 or not lost.any():
+            return box_iou(predicted, boxes)
+        # one call for both: every track against the plain and the buffered detections, each
+        # row then keeps its half (a second call costs more than the columns at these sizes)
+        iou = box_iou(buffered(predicted, buffer * lost),
+                      np.concatenate([boxes, buffered(boxes, buffer)]))
+        return np.where(lost, iou[:, len(boxes):], iou[:, :len(boxes)])
 
     def _apply(self, tracks: np.ndarray, rows: np.ndarray, scores: np.ndarray,
                classes: np.ndarray) -> None:
@@ -236,8 +239,9 @@ class ByteTracker:
         self._select(keep)
 
 
-def buffered(boxes: np.ndarray, ratio: float) -> np.ndarray:
-    """xyxy boxes widened by ``ratio`` of their width and height on every side (C-BIoU's
-    buffer: a box of w x h becomes (1 + 2 ratio) w x (1 + 2 ratio) h, same centre)."""
-    width, height = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
-    return boxes + ratio * np.stack([-width, -height, width, height], axis=1)
+def buffered(boxes: np.ndarray, ratio: float | np.ndarray) -> np.ndarray:
+    """xyxy boxes widened by ``ratio`` (a number, or one per box as [N, 1]) of their width and
+    height on every side: C-BIoU's buffer, a w x h box becomes (1 + 2 ratio) w x (1 + 2 ratio) h
+    about the same centre."""
+    size = boxes[:, 2:] - boxes[:, :2]
+    return boxes + ratio * np.concatenate([-size, size], axis=1)
