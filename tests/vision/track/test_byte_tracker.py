@@ -109,6 +109,18 @@ def test_a_lost_track_is_matched_on_buffered_iou_a_tracked_one_is_not():
     assert run(hidden=0) == []  # tracked: plain IoU, no match; the new box is not confirmed yet
 
 
+def test_a_tracked_track_keeps_its_detection_before_lost_ones_see_buffered_iou():
+    # A (x 100) is seen, B (x 142) hidden 3 frames; then A's box comes at x 118: plain IoU with
+    # A's prediction 22/58 = 0.38, with B's 16/64 = 0.25 but buffered by 0.3 40/88 = 0.45. In
+    # one round on those similarities B would outbid A; the plain round comes first, so A keeps it
+    tracker = ByteTracker()
+    for _ in range(10):
+        tracker.update(_frame([_box(100, 200), _box(142, 200)]))
+    for _ in range(3):
+        assert tracker.update(_frame([_box(100, 200)])).ids.tolist() == [1]
+    assert tracker.update(_frame([_box(118, 200)])).ids.tolist() == [1]
+
+
 def test_a_track_is_confirmed_on_its_second_frame_after_the_first():
     tracker = ByteTracker()
     tracker.update(_frame([]))
