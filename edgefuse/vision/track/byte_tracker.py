@@ -148,17 +148,18 @@ class ByteTracker:
         self._apply(confirmed[matches[:, 0]], high[matches[:, 1]], scores, classes)
         remaining = confirmed[free_tracks]
         lost = remaining[self._state[remaining] == LOST]
-        if len(lost) and opts.lost_iou_buffer > 0:
+        left = high[free_high]
+        if len(lost) and (len(left) or len(low)) and opts.lost_iou_buffer > 0:
             # 1b. the lost tracks still free against the high-score detections left, on IoU
             # buffered (C-BIoU's cascade: a wider buffer for what the tighter round left)
             iou[lost] = box_iou(buffered(predicted[lost], opts.lost_iou_buffer),
                                 buffered(boxes, opts.lost_iou_buffer))
-            left = high[free_high]
             cost = 1.0 - iou[np.ix_(lost, left)] * scores[left]
             matches, _, free_left = linear_assignment(cost, opts.match_thresh)
-            self._apply(lost[matches[:, 0]], left[matches[:, 1]], scores, classes)
-            free_high = free_high[free_left]
-            remaining = remaining[self._detection[remaining] < 0]
+            if len(matches):
+                self._apply(lost[matches[:, 0]], left[matches[:, 1]], scores, classes)
+                free_high = free_high[free_left]
+                remaining = remaining[self._detection[remaining] < 0]
         # 2. low-score detections against the tracks still free, tracked or lost (OC-SORT)
         matches, free_remaining, _ = linear_assignment(1.0 - iou[np.ix_(remaining, low)], 0.5)
         self._apply(remaining[matches[:, 0]], low[matches[:, 1]], scores, classes)
