@@ -9,8 +9,8 @@ Associating Every Detection Box", ECCV 2022) step by step:
    still free then get a second chance at the high-score detections left, on buffered IoU
    (below);
 2. the low-score detections (``low_thresh`` < score < ``track_thresh``: occluded or blurred
-   objects) are matched to the tracks still unmatched, tracked or lost, on plain IoU, cut at
-   0.5; tracks still unmatched become lost;
+   objects) are matched to the tracks still unmatched, tracked or lost, on IoU (buffered for
+   the lost ones), cut at 0.5; tracks still unmatched become lost;
 3. the high-score detections left are matched to the unconfirmed tracks (seen once), cut at 0.7;
    unmatched unconfirmed tracks are removed;
 4. the remaining detections scoring at least ``new_track_thresh`` start tracks (confirmed at once
