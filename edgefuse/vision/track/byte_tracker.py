@@ -5,16 +5,36 @@ Associating Every Detection Box", ECCV 2022) step by step:
 
 1. detections above ``track_thresh`` are matched to the confirmed and lost tracks (Kalman
    predicted) on IoU fused with the detection score, cost ``1 - IoU * score``, Hungarian with
-   the cost cut at ``match_thresh``; a lost track that matches is found again;
+   the cost cut at ``match_thresh``; a lost track that matches is found again; the lost tracks
+   still free then get a second chance at the high-score detections left, on buffered IoU
+   (below);
 2. the low-score detections (``low_thresh`` < score < ``track_thresh``: occluded or blurred
-   objects) are matched to the tracks still unmatched on plain IoU, cut at 0.5; tracks still
-   unmatched become lost;
+   objects) are matched to the tracks still unmatched, tracked or lost, on IoU (buffered for
+   the lost ones), cut at 0.5; tracks still unmatched become lost;
 3. the high-score detections left are matched to the unconfirmed tracks (seen once), cut at 0.7;
    unmatched unconfirmed tracks are removed;
 4. the remaining detections scoring at least ``new_track_thresh`` start tracks (confirmed at once
    on the first frame only); tracks lost longer than ``track_buffer`` frames (at 30 fps, scaled
    with ``frame_rate``) are removed; a tracked and a lost track closer than IoU 0.85 keep only
    the older one.
+
+Three changes from published successors, for objects that come back from behind another (each
+one measured on both of ``bench.tracking``'s modes, figures in docs/apps.md):
+
+- a lost track's box keeps its last size: its width and height velocities are zeroed (BoT-SORT's
+  ``multi_predict``; ByteTrack zeroes only the height's), so a box that was shrinking as its
+  object went behind another does not keep shrinking while unseen;
+- a lost track the first round left free is matched again on buffered IoU (C-BIoU, Yang et al.,
+  WACV 2023, whose cascade widens the boxes for what a tighter round left): its predicted box
+  and each detection left are widened by ``lost_iou_buffer`` (0.3, the paper's first buffer) of
+  their width and height on every side, as the prediction of an unseen object drifts from where
+  it reappears. Only after the plain round, so a tracked track keeps the detection it overlaps
+  (one round on buffered IoU for lost tracks lets them outbid it: bench.tracking's walkers,
+  IDF1 0.952 -> 0.949), and only lost tracks, so dense crowds are matched as tightly as before;
+  the low-score round sees lost tracks on the buffered IoU too;
+- the low-score round offers its boxes to lost tracks too, as OC-SORT's BYTE association does
+  (ByteTrack only to tracked ones): an object coming out from behind another is often detected
+  with a low score first.
 
 What differs, on purpose: removed tracks are forgotten (ByteTrack's ``removed_stracks`` list
 grows for the life of the process: a leak on a camera that runs for months); IDs are counted per
@@ -61,6 +81,7 @@ class TrackerOptions:
     track_buffer: int = 30
     frame_rate: float = 30.0
     new_track_thresh: float | None = None  # default: track_thresh + 0.1, as ByteTrack's det_thresh
+    lost_iou_buffer: float = 0.3  # C-BIoU's widening of lost tracks' boxes, a fraction of w, h
 
     def __post_init__(self) -> None:
         for name in ("track_thresh", "low_thresh", "match_thresh"):
@@ -70,6 +91,8 @@ class TrackerOptions:
         if self.low_thresh > self.track_thresh:
             raise ValueError(f"low_thresh {self.low_thresh} is above track_thresh "
                              f"{self.track_thresh}")
+        if self.lost_iou_buffer < 0:
+            raise ValueError(f"lost_iou_buffer must be >= 0, got {self.lost_iou_buffer}")
         if self.track_buffer < 0 or self.frame_rate <= 0:
             raise ValueError("track_buffer must be >= 0 and frame_rate > 0")
 
@@ -111,10 +134,11 @@ class ByteTracker:
         high = np.flatnonzero(scores > opts.track_thresh)
         low = np.flatnonzero((scores > opts.low_thresh) & (scores < opts.track_thresh))
 
-        # a lost track's height stops changing (ByteTrack's multi_predict), then all predict
-        self._mean[self._state != TRACKED, 7] = 0.0
+        # a lost track's size stops changing (BoT-SORT's multi_predict), then all predict
+        self._mean[self._state != TRACKED, 6:8] = 0.0
         self._mean, self._cov = kalman.predict(self._mean, self._cov)
-        iou = box_iou(kalman.xywh_to_xyxy(self._mean), boxes)
+        predicted = kalman.xywh_to_xyxy(self._mean)
+        iou = box_iou(predicted, boxes)
         confirmed = np.flatnonzero(self._confirmed)
         unconfirmed = np.flatnonzero(~self._confirmed)
 
@@ -122,9 +146,21 @@ class ByteTracker:
         cost = 1.0 - iou[np.ix_(confirmed, high)] * scores[high]
         matches, free_tracks, free_high = linear_assignment(cost, opts.match_thresh)
         self._apply(confirmed[matches[:, 0]], high[matches[:, 1]], scores, classes)
-        # 2. low-score detections against the tracked ones still free
         remaining = confirmed[free_tracks]
-        remaining = remaining[self._state[remaining] == TRACKED]
+        lost = remaining[self._state[remaining] == LOST]
+        left = high[free_high]
+        if len(lost) and (len(left) or len(low)) and opts.lost_iou_buffer > 0:
+            # 1b. the lost tracks still free against the high-score detections left, on IoU
+            # buffered (C-BIoU's cascade: a wider buffer for what the tighter round left)
+            iou[lost] = box_iou(buffered(predicted[lost], opts.lost_iou_buffer),
+                                buffered(boxes, opts.lost_iou_buffer))
+            cost = 1.0 - iou[np.ix_(lost, left)] * scores[left]
+            matches, _, free_left = linear_assignment(cost, opts.match_thresh)
+            if len(matches):
+                self._apply(lost[matches[:, 0]], left[matches[:, 1]], scores, classes)
+                free_high = free_high[free_left]
+                remaining = remaining[self._detection[remaining] < 0]
+        # 2. low-score detections against the tracks still free, tracked or lost (OC-SORT)
         matches, free_remaining, _ = linear_assignment(1.0 - iou[np.ix_(remaining, low)], 0.5)
         self._apply(remaining[matches[:, 0]], low[matches[:, 1]], scores, classes)
         self._state[remaining[free_remaining]] = LOST
@@ -208,3 +244,11 @@ class ByteTracker:
         keep = np.ones(len(self._ids), dtype=bool)
         keep[younger] = False
         self._select(keep)
+
+
+def buffered(boxes: np.ndarray, ratio: float | np.ndarray) -> np.ndarray:
+    """xyxy boxes widened by ``ratio`` (a number, or one per box as [N, 1]) of their width and
+    height on every side: C-BIoU's buffer, a w x h box becomes (1 + 2 ratio) w x (1 + 2 ratio) h
+    about the same centre."""
+    size = boxes[:, 2:] - boxes[:, :2]
+    return boxes + ratio * np.concatenate([-size, size], axis=1)

@@ -8,7 +8,7 @@ import pytest
 from edgefuse.metrics.detect import Detections, box_iou
 from edgefuse.vision.track import kalman
 from edgefuse.vision.track.assignment import linear_assignment
-from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions
+from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions, buffered
 from tests.needs import optional
 
 pytestmark = pytest.mark.unit
@@ -64,6 +64,61 @@ def test_a_low_score_box_extends_its_track_but_starts_none():
     fresh = ByteTracker()
     fresh.update(_frame([_box(100, 200)], scores=[0.3]))
     assert len(fresh.update(_frame([_box(100, 200)], scores=[0.3]))) == 0
+
+
+def test_a_lost_track_takes_a_low_score_box_where_bytetrack_would_not():
+    # OC-SORT's BYTE round offers low-score boxes to lost tracks too; ByteTrack's reference only
+    # to tracked ones, and a low-score box starts nothing: it would report no track here
+    tracker = ByteTracker()
+    for t in range(10):
+        tracker.update(_frame([_box(100 + 5 * t, 200)]))
+    for _ in range(3):
+        assert len(tracker.update(_frame([]))) == 0  # hidden: the track is lost
+    tracks = tracker.update(_frame([_box(170, 200)], scores=[0.3]))  # comes out, scored low
+    assert tracks.ids.tolist() == [1]
+
+
+def test_a_lost_track_keeps_its_last_size():
+    # the box narrows 5 px a frame as its object goes behind another, then is hidden 8 frames;
+    # it reappears at its last size. Were the width to keep shrinking while unseen (ByteTrack
+    # freezes only the height), the prediction would be ~5 px wide: IoU ~0.1, a new ID
+    options = TrackerOptions(lost_iou_buffer=0.0)  # plain IoU: the size alone decides
+    frames = [_frame([_box(200, 200, w=100 - 5 * t)]) for t in range(11)]  # 100 -> 50 px
+    frames += [_frame([]) for _ in range(8)]
+    frames += [_frame([_box(200, 200, w=50)]) for _ in range(3)]
+    assert _ids_by_object(frames, ByteTracker(options)) == {0: {1}}
+
+
+def test_buffered_boxes_widen_by_the_ratio_on_every_side():
+    boxes = np.array([[0.0, 0.0, 10.0, 20.0], [5.0, 5.0, 7.0, 6.0]])
+    np.testing.assert_allclose(buffered(boxes, 0.3), [[-3, -6, 13, 26], [4.4, 4.7, 7.6, 6.3]])
+    np.testing.assert_array_equal(buffered(boxes, 0.0), boxes)
+
+
+def test_a_lost_track_is_matched_on_buffered_iou_a_tracked_one_is_not():
+    # a still object hidden 3 frames reappears 30 px aside: plain IoU 800 / 5600 = 0.14, below
+    # ByteTrack's 0.2 (x score 0.9); widened by 0.3 (64 x 128 boxes) IoU 4352 / 12032 = 0.36
+    def run(hidden: int) -> list[int]:
+        tracker = ByteTracker()
+        for _ in range(10):
+            tracker.update(_frame([_box(100, 200)]))
+        for _ in range(hidden):
+            tracker.update(_frame([]))
+        return tracker.update(_frame([_box(130, 200)])).ids.tolist()
+    assert run(hidden=3) == [1]
+    assert run(hidden=0) == []  # tracked: plain IoU, no match; the new box is not confirmed yet
+
+
+def test_a_tracked_track_keeps_its_detection_before_lost_ones_see_buffered_iou():
+    # A (x 100) is seen, B (x 142) hidden 3 frames; then A's box comes at x 118: plain IoU with
+    # A's prediction 22/58 = 0.38, with B's 16/64 = 0.25 but buffered by 0.3 40/88 = 0.45. In
+    # one round on those similarities B would outbid A; the plain round comes first, so A keeps it
+    tracker = ByteTracker()
+    for _ in range(10):
+        tracker.update(_frame([_box(100, 200), _box(142, 200)]))
+    for _ in range(3):
+        assert tracker.update(_frame([_box(100, 200)])).ids.tolist() == [1]
+    assert tracker.update(_frame([_box(118, 200)])).ids.tolist() == [1]
 
 
 def test_a_track_is_confirmed_on_its_second_frame_after_the_first():
@@ -173,6 +228,8 @@ def test_batched_kalman_matches_the_textbook_filter_track_by_track():
 def test_options_are_checked():
     with pytest.raises(ValueError, match="low_thresh 0.6 is above track_thresh 0.5"):
         TrackerOptions(low_thresh=0.6)
+    with pytest.raises(ValueError, match="lost_iou_buffer must be >= 0, got -0.1"):
+        TrackerOptions(lost_iou_buffer=-0.1)
 
 
 def _best_extended_cost(cost: np.ndarray, threshold: float) -> float:
