@@ -309,7 +309,8 @@ def test_when_a_later_streams_sinks_fail_the_earlier_streams_outputs_are_discard
 
     def second_fails(config, plan, *args):
         if plan.name == "stream1":
-            raise InputError("cannot write the second camera's video", reference=Ref.BAD_OUTPUT_PATH)
+            raise InputError("cannot write the second camera's video",
+                             reference=Ref.BAD_OUTPUT_PATH)
         return made(config, plan, *args)
 
     monkeypatch.setattr(runner, "stream_sinks", second_fails)
