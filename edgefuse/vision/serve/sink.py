@@ -35,3 +35,6 @@ class LiveSink(Sink):
         self.state.frame(self.stream, jpeg,
                          counts=self._counts() if self._counts else None,
                          stats=self._stats() if self._stats else None)
+
+    def close(self) -> None:
+        self.state.end(self.stream)

@@ -4,7 +4,8 @@ frame (as JPEG), its counts and its stats, updated by the pipeline's ``LiveSink`
 Why one state object read at request time: the page, ``/metrics`` and ``/healthz`` must agree
 with each other and with the JSON Lines; computing each from the same snapshot (and counting
 nothing twice) is how they do. Health: a stream is stalled when it delivered no frame for
-``stall_s`` seconds (by an injectable clock) or reported itself down; the process is healthy while
+``stall_s`` seconds (by an injectable clock) or reported itself down; a stream that ended (a file
+read to its end, ``max_frames`` reached) is not stalled, it is done; the process is healthy while
 no stream is stalled, which is what systemd's watchdog and a fleet rollout's health check ask.
 """
 
@@ -25,6 +26,7 @@ class StreamView:
     frames: int = 0
     last_frame_at: float | None = None
     up: bool = True
+    ended: bool = False
     counts: dict[str, Any] = dataclasses.field(default_factory=dict)
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -64,6 +66,12 @@ class LiveState:
             self._views[stream].up = up
             self._changed.notify_all()
 
+    def end(self, stream: str) -> None:
+        """The stream delivered its last frame (its pipeline closed its sinks)."""
+        with self._changed:
+            self._views[stream].ended = True
+            self._changed.notify_all()
+
     def latest(self, stream: str) -> tuple[int, bytes | None]:
         with self._changed:
             view = self._views[stream]
@@ -80,14 +88,16 @@ class LiveState:
         now = self._clock()
         with self._changed:
             return [name for name, view in self._views.items()
-                    if not view.up or now - (view.last_frame_at or self._started) > self.stall_s]
+                    if not view.up or (not view.ended and now - (view.last_frame_at
+                                                                 or self._started) > self.stall_s)]
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able: per stream, frames, up, seconds since the last frame, counts, stats."""
         now = self._clock()
         stalled = set(self.stalled())
         with self._changed:
-            return {name: {"frames": view.frames, "up": view.up, "stalled": name in stalled,
+            return {name: {"frames": view.frames, "up": view.up, "ended": view.ended,
+                           "stalled": name in stalled,
                            "since_last_frame_s": None if view.last_frame_at is None
                            else round(now - view.last_frame_at, 3),
                            "counts": view.counts, "stats": view.stats}

@@ -32,6 +32,19 @@ def test_a_stream_without_frames_for_stall_s_is_stalled():
     assert state.stalled() == ["gate"]
 
 
+def test_a_stream_that_ended_is_done_not_stalled_but_a_lost_one_stays_unhealthy():
+    clock = _Clock()
+    state = LiveState(["file", "camera"], stall_s=5.0, clock=clock)
+    state.frame("file", b"jpeg")
+    state.frame("camera", b"jpeg")
+    state.end("file")  # read to its end: its LiveSink closed
+    state.set_up("camera", False)
+    state.end("camera")  # lost: its pipeline ended too, after saying it was down
+    clock.now += 60.0
+    assert state.stalled() == ["camera"]
+    assert state.snapshot()["file"]["ended"] and not state.snapshot()["file"]["stalled"]
+
+
 def test_repeated_stream_names_are_refused():
     with pytest.raises(ValueError, match="stream names repeat"):
         LiveState(["a", "a"])
