@@ -9,11 +9,14 @@ batch and hands each stream its own rows back, so results are demultiplexed by c
 request gets the rows it put in.
 
 When a batch runs: once every live stream has a frame in (each stream's infer stage has at most
-one request out, so that is a full batch), or at a deadline after the batch's first request, or
-as soon as the model is free when the deadline is 0 (``wait_s=0``, greedy). The default deadline
-(``wait_s=None``) is half the median time of the recent model runs: a camera that is late by more
-than half a batch's inference runs in the next batch instead of holding this one, so a frame
-waits at most half an inference for the others and a slow or dead camera never stalls them.
+one request out, so that is a full batch), or at a deadline, or as soon as the model is free when
+the deadline is 0 (``wait_s=0``, greedy). The deadline counts from the batch's first request, or
+from the end of the model's last run when that request came during it (otherwise two streams
+fall into turns, one running while the other's frame waits, and never batch). The default
+deadline (``wait_s=None``) is half the median time of the recent model runs: a camera that is
+late by more than half a batch's inference runs in the next batch instead of holding this one,
+so a frame waits at most half an inference for the others and a slow or dead camera never
+stalls them.
 Why not greedy by default: bench/multistream.py measured it under load, and batches do not fill
 by themselves: while one batch runs, the streams of the previous one are still post-processing,
 so runs alternate between a lone frame and the rest (sizes 1, 3, 1, 3 at 4 cameras), which
@@ -108,6 +111,7 @@ class Batcher:
         self.streams = streams  # live streams: a batch with this many requests runs at once
         self.sizes: collections.Counter[int] = collections.Counter()
         self._run_s: collections.deque[float] = collections.deque(maxlen=RECENT_RUNS)
+        self._free_at = 0.0  # time.monotonic() when the model's last run ended
         self._pending: collections.deque[_Request] = collections.deque()
         self._ready = threading.Condition()
         self._closed = False
@@ -174,6 +178,7 @@ class Batcher:
             with self._ready:
                 self.sizes[len(batch)] += 1
                 self._run_s.append(time.perf_counter() - start)
+                self._free_at = time.monotonic()
             for request, rows in zip(batch, outputs, strict=True):
                 request.outcome = rows
                 request.done.set()
@@ -190,8 +195,9 @@ class Batcher:
                     request.done.set()
                 self._pending.clear()
                 return None
-            left_s = self._pending[0].arrived + self._deadline_s() - time.monotonic()
-            if left_s > 0:  # the deadline counts from the oldest frame's arrival
+            since = max(self._pending[0].arrived, self._free_at)
+            left_s = since + self._deadline_s() - time.monotonic()
+            if left_s > 0:  # from the oldest frame's arrival, or the model's last run's end
                 self._ready.wait_for(lambda: self._closed or self._full(), left_s)
             key = self._pending[0].key
             batch = [r for r in self._pending if r.key == key][: self.plan.max_batch]
