@@ -5,6 +5,7 @@ on. The reference for every stream is the same clip run alone."""
 from __future__ import annotations
 
 import json
+import socket
 import re
 
 import numpy as np
@@ -339,4 +340,37 @@ def test_a_run_that_fails_at_its_first_frame_leaves_no_empty_output(detector_onn
                  *QUIET])
     assert code == 2
     assert "the zone lies outside the frame" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+
+
+def test_a_live_view_port_in_use_exits_2_and_writes_nothing(detector_onnx, tmp_path, capsys):
+    optional("aiohttp")
+    write_clip(tmp_path / "a.mp4")
+    out = tmp_path / "out"
+    out.mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["detect", "--model", str(detector_onnx), "--source", str(tmp_path / "a.mp4"),
+                     "--serve", f"127.0.0.1:{port}", "--jsonl", str(out / "a.jsonl"), *QUIET])
+    assert code == 2
+    assert f"127.0.0.1:{port}" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+
+
+def test_a_broker_that_refuses_exits_2_and_writes_nothing(detector_onnx, tmp_path, capsys):
+    optional("paho.mqtt.client")
+    write_clip(tmp_path / "a.mp4")
+    out = tmp_path / "out"
+    out.mkdir()
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    config = tmp_path / "cams.yaml"
+    config.write_text(f"events: {{mqtt: {{host: 127.0.0.1, port: {port}}}}}\n")
+    code = main(["detect", "--config", str(config), "--model", str(detector_onnx), "--source",
+                 str(tmp_path / "a.mp4"), "--jsonl", str(out / "a.jsonl"), *QUIET])
+    assert code == 2
+    assert "cannot connect to the MQTT broker" in capsys.readouterr().err
     assert list(out.iterdir()) == []

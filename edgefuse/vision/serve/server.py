@@ -65,8 +65,10 @@ class LiveServer:
                 loop.run_until_complete(self._open())
             except OSError as exc:
                 started["error"] = exc
-                ready.set()
+                if self._runner is not None:
+                    loop.run_until_complete(self._runner.cleanup())
                 loop.close()
+                ready.set()
                 return
             ready.set()
             loop.run_forever()
@@ -78,6 +80,8 @@ class LiveServer:
         if not ready.wait(_STARTUP_TIMEOUT_S):
             raise RuntimeError("the live view did not start within 30 s")
         if "error" in started:
+            self._thread.join()
+            self._loop = self._thread = None  # nothing to stop: stop() after this does nothing
             raise InputError(f"cannot serve the live view on {self.host}:{self.port}: "
                              f"{started['error'].strerror or started['error']}",
                              hint="choose another port with --serve HOST:PORT",
