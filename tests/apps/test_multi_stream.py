@@ -5,8 +5,8 @@ on. The reference for every stream is the same clip run alone."""
 from __future__ import annotations
 
 import json
-import socket
 import re
+import socket
 
 import numpy as np
 import pytest
