@@ -100,3 +100,35 @@ def test_a_sigmoid_map_counts_its_true_foreground(tmp_path, clip, capsys):
     as_logits = [json.loads(line)["foreground_pixels"] for line in forced.read_text().splitlines()]
     assert as_logits == [48 * 64] * 4  # probabilities read as logits: everything is foreground
     assert all(0 < r < 48 * 64 for r in read)
+
+
+@pytest.mark.ort
+def test_two_streams_batch_through_one_segmenter_and_each_gets_its_own_class_map(tmp_path,
+                                                                                capsys):
+    """Image folders of a red and a blue scene, one dynamic-batch model whose class is each
+    pixel's strongest RGB channel, batches of both streams: a swapped row shows the other's."""
+    from tests.vision.models import channel_logits_model  # noqa: PLC0415 - one helper
+
+    model = channel_logits_model()
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_param = "N"
+    onnx.save(model, tmp_path / "channels.onnx")
+    for name, bgr in (("red", (0, 0, 255)), ("blue", (255, 0, 0))):
+        (tmp_path / name).mkdir()
+        for index in range(6):
+            cv2.imwrite(str(tmp_path / name / f"{index}.png"), np.full((32, 32, 3), bgr, np.uint8))
+    config = tmp_path / "cams.yaml"
+    config.write_text(f"sources:\n  - {{name: red, source: {tmp_path / 'red'}}}\n"
+                      f"  - {{name: blue, source: {tmp_path / 'blue'}}}\n"
+                      "batch_wait_ms: 60000\nclass_names: [r, g, b]\n")
+    (tmp_path / "out").mkdir()
+    code = main(["segment", "--config", str(config), "--model", str(tmp_path / "channels.onnx"),
+                 "--jsonl", str(tmp_path / "out" / "{name}.jsonl"), *QUIET])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "batches run: 6 of size 2" in captured.out
+    for name, cls in (("red", "r"), ("blue", "b")):
+        records = [json.loads(line) for line in
+                   (tmp_path / "out" / f"{name}.jsonl").read_text().splitlines()]
+        assert len(records) == 6 and {r["stream"] for r in records} == {name}
+        assert all(r["pixels"] == {cls: 32 * 32} for r in records), records[0]
