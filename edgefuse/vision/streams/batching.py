@@ -10,17 +10,18 @@ request gets the rows it put in.
 
 When a batch runs: once every live stream has a frame in (each stream's infer stage has at most
 one request out, so that is a full batch), or at a deadline, or as soon as the model is free when
-the deadline is 0 (``wait_s=0``, greedy). The deadline counts from the batch's first request, or
-from the end of the model's last run when that request came during it (otherwise two streams
-fall into turns, one running while the other's frame waits, and never batch). The default
-deadline (``wait_s=None``) is half the median time of the recent model runs: a camera that is
-late by more than half a batch's inference runs in the next batch instead of holding this one,
-so a frame waits at most half an inference for the others and a slow or dead camera never
-stalls them.
-Why not greedy by default: bench/multistream.py measured it under load, and batches do not fill
-by themselves: while one batch runs, the streams of the previous one are still post-processing,
-so runs alternate between a lone frame and the rest (sizes 1, 3, 1, 3 at 4 cameras), which
-costs latency and, on a model whose batch costs little more than one frame, throughput.
+the deadline is 0 (``wait_s=0``, greedy). A set deadline (``wait_s``) counts from the batch's
+first request, or from the end of the model's last run when that request came during it. The
+default (``wait_s=None``) waits only when the model is loaded: a frame that finds the model idle
+runs at once (light load: a frame never waits for another camera), and frames that came while
+the model ran wait for the other streams up to half the median time of the recent model runs,
+counted from the end of that run (a camera later than that runs in the next batch, so a slow or
+dead camera never stalls the others).
+Why not greedy under load: bench/multistream.py measured it, and batches do not fill by
+themselves: while one batch runs, the streams of the previous one are still post-processing, so
+runs alternate between a lone frame and the rest (sizes 1, 3, 1, 3 at 4 cameras; two cameras take
+turns and never batch), which costs latency and, where a batch costs less than its frames alone
+(an NPU), throughput.
 
 Which batch sizes (``plan_batches``): a model whose batch dimension is dynamic takes any size up
 to ``max_batch``; a gear OM (a BUILD_DIR with ``--dynamic_batch_size`` gears, on ``acl`` or
@@ -195,9 +196,12 @@ class Batcher:
                     request.done.set()
                 self._pending.clear()
                 return None
-            since = max(self._pending[0].arrived, self._free_at)
-            left_s = since + self._deadline_s() - time.monotonic()
-            if left_s > 0:  # from the oldest frame's arrival, or the model's last run's end
+            oldest = self._pending[0].arrived
+            if self.wait_s is None and oldest > self._free_at:
+                left_s = 0.0  # it found the model idle: the other streams are not due now
+            else:  # from the oldest frame's arrival, or the end of the model's last run
+                left_s = max(oldest, self._free_at) + self._deadline_s() - time.monotonic()
+            if left_s > 0:
                 self._ready.wait_for(lambda: self._closed or self._full(), left_s)
             key = self._pending[0].key
             batch = [r for r in self._pending if r.key == key][: self.plan.max_batch]
