@@ -11,6 +11,11 @@ convert`` of the module: that graph, with every BatchNorm a node, is the kind of
 hand over, and the one the optimizer has work on. The model's application info (classes,
 letterbox, thresholds) is embedded at convert, so every later file and the BUILD_DIR carry it and
 the FP16 step reads the clip through the same preprocessing the apps use.
+
+The export has a dynamic batch (``dynamic=True`` in Ultralytics' words), as most exports users
+bring do; convert fixes it at the catalogue's batch 1 for the gates, with the Reshapes still
+following the batch, so the detector compiles with batch gears (``BATCH_GEARS``) and the
+multi-camera step runs its cameras as one batch on the one build.
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ from edgefuse.verify import verify
 
 SOC = "Ascend310B4"  # the Atlas 200I DK A2's chip
 STEPS_PER_MODEL = 4
+# The detector's --dynamic_batch_size gears: the multi-camera step runs its cameras' frames as
+# one batch. The segmenter stays at batch 1: its upsampling Resize takes sizes that convert fixes
+# with the batch (a Resize by sizes does not follow the batch as a Reshape's 0 does).
+BATCH_GEARS = (1, 2, 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,11 +73,12 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
     folder.mkdir(parents=True, exist_ok=True)
     with steps.step(f"{name}: export as users hand it over (every BatchNorm a node)") as step:
         exported = export_unfused(entry.build(), example_inputs_from_shapes(
-            {"input": entry.input_shape}), input_names=["input"])
+            {"input": entry.input_shape}), input_names=["input"], dynamic_batch=True)
         save_onnx(exported, folder / "export.onnx")
         step.say(f"{_count(exported)} -> {folder / 'export.onnx'}")
     with steps.step(f"{name}: convert, optimize, verify against the export") as step:
-        converted = model_info.embed(convert(exported), info)
+        converted = model_info.embed(convert(exported, inputs={"input": entry.input_shape}),
+                                     info)
         save_onnx(converted, folder / "model.onnx")
         result = optimize(converted, output=folder / "opt.onnx",
                           report_path=folder / "optimize.json")
@@ -100,6 +110,7 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
                      f"iou={head.iou_threshold:g}, max_det={head.max_detections}): decode + NMS "
                      f"on the device -> {board_model}")
         build = compile_model(board_model, SOC, folder / "build", keep_fp32=report.keep,
+                              dynamic_batch=BATCH_GEARS if head is not None else None,
                               overwrite=True)
         step.say(f"OM built: {build.om_path}" if build.om_path else
                  f"no ATC here: {build.output_dir} holds the prepared model and compile.sh "

@@ -1,4 +1,4 @@
-"""fold-shape-arithmetic: shape computations on a dynamic batch become constants.
+"""Shape computations on a dynamic batch become constants that still follow the batch.
 
 Why: a model exported with a dynamic batch (PyTorch ``dynamic_axes``, paddle2onnx) computes the
 shapes it reshapes to at run time: ``Shape -> Gather/Slice -> Unsqueeze -> Concat -> Reshape``,
@@ -17,6 +17,12 @@ folds them; so does this pass:
 A dimension is "the same" when it is the same axis of the same value, or both are the same named
 symbolic dimension after ONNX shape inference (Transpose and Conv keep ``batch`` named). Anything
 the evaluator does not understand leaves the chain untouched.
+
+Why in convert: it runs twice. ``convert`` runs it while the batch is still symbolic, before it
+fixes the input shape the user gave (``--input x:1,3,640,640`` on a ``dynamic=True`` export): once
+the batch is 1, constant folding would bake that 1 into every Reshape and the model could never
+be compiled with batch gears again (``error[gear-shape-fails]``). The optimizer runs it as its
+``fold-shape-arithmetic`` pass on models that reach it with a dynamic batch.
 """
 
 from __future__ import annotations
@@ -26,8 +32,6 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
-
-from edgefuse.optimize.passes import GraphPass
 
 _INT_TYPES = (ir.DataType.INT64, ir.DataType.INT32)
 _MAX_ELEMENTS = 64  # shape tensors are short; a bigger integer tensor is data, not a shape
@@ -46,24 +50,21 @@ _Dim = int | _Symbol
 _Entries = tuple[tuple[_Dim, ...], bool]  # (dims, is a scalar)
 
 
-class FoldShapeArithmetic(GraphPass):
-    id = "fold-shape-arithmetic"
-    description = "fold Shape/Gather/Concat chains on a dynamic batch into constants (0/-1)"
-
-    def __call__(self, model: ir.Model) -> bool:
-        graph = model.graph
-        evaluator = _Evaluator()
-        modified = False
-        for node in list(graph):
-            if node.domain not in ("", "ai.onnx"):
-                continue
-            if node.op_type == "Reshape" and len(node.inputs) == 2:
-                modified |= _fold_reshape_shape(graph, node, evaluator)
-            for output in node.outputs:
-                modified |= _fold_static(graph, output, evaluator)
-        if modified:
-            _reinfer_shapes(model)
-        return modified
+def fold_shape_arithmetic(model: ir.Model) -> bool:
+    """Fold the shape chains of ``model`` in place; whether anything changed."""
+    graph = model.graph
+    evaluator = _Evaluator()
+    modified = False
+    for node in list(graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Reshape" and len(node.inputs) == 2:
+            modified |= _fold_reshape_shape(graph, node, evaluator)
+        for output in node.outputs:
+            modified |= _fold_static(graph, output, evaluator)
+    if modified:
+        _reinfer_shapes(model)
+    return modified
 
 
 def _reinfer_shapes(model: ir.Model) -> None:
@@ -99,10 +100,8 @@ def _fold_static(graph: ir.Graph, value: ir.Value, evaluator: _Evaluator) -> boo
 
 def _fold_reshape_shape(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -> bool:
     data, shape = node.inputs
-    if data is None or shape is None or shape.const_value is not None:
+    if data is None or shape is None or _is_constant(shape):
         return False
-    if node.attributes.get_int("allowzero", 0):
-        return False  # 0 means a zero-sized dimension there, not "copy"
     entries = evaluator.entries(shape)
     if entries is None or entries[1]:
         return False
@@ -120,8 +119,19 @@ def _fold_reshape_shape(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -
             target.append(-1)
     if len(unresolved) > 1 or (unresolved and target.count(-1) > 1):
         return False
+    if node.attributes.get_int("allowzero", 0):
+        # the dynamo exporter's Reshapes say allowzero=1, where 0 is a zero-sized dimension; no
+        # entry is a static 0 (refused above), so with allowzero=0 the 0s copy and nothing else
+        # changes: an entry that copies a dimension of 0 is 0 either way
+        node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)
     node.replace_input_with(1, _constant(graph, shape.name, np.array(target, dtype=np.int64)))
     return True
+
+
+def _is_constant(value: ir.Value) -> bool:
+    producer = value.producer()
+    return value.const_value is not None or (producer is not None and
+                                             producer.op_type == "Constant")
 
 
 def _same_dimension(data: ir.Value, position: int, symbol: _Symbol) -> bool:
@@ -193,6 +203,20 @@ class _Evaluator:
                                     else None))
         return tuple(dims), False
 
+    def _constant(self, node: ir.Node) -> _Entries | None:
+        """A Constant node's integers: an exporter's graph before any folding has run."""
+        value = node.attributes.get("value")
+        if value is not None:
+            array = value.value.numpy()
+            if array.dtype.kind not in "iu" or array.ndim > 1 or array.size > _MAX_ELEMENTS:
+                return None
+            return tuple(int(v) for v in array.reshape(-1)), array.ndim == 0
+        if "value_ints" in node.attributes:
+            return tuple(node.attributes.get_ints("value_ints")), False
+        if "value_int" in node.attributes:
+            return (node.attributes.get_int("value_int"),), True
+        return None
+
     def _gather(self, node: ir.Node) -> _Entries | None:
         data, indices = (self.entries(v) for v in node.inputs[:2])
         if data is None or indices is None or data[1] or node.attributes.get_int("axis", 0):
@@ -233,6 +257,15 @@ class _Evaluator:
         if any(p is None or p[1] for p in parts):
             return None
         return tuple(d for part in parts for d in part[0]), False
+
+    def _reshape(self, node: ir.Node) -> _Entries | None:
+        """A shape entry reshaped to a vector: the dynamo exporter's ``unsqueeze`` of a
+        ``sym_size`` (``Reshape(Squeeze(Shape(x)[0:1]), [-1])``)."""
+        data, target = (self.entries(v) for v in node.inputs[:2])
+        if data is None or target is None or len(target[0]) != 1 or target[0][0] not in (
+                -1, len(data[0])):
+            return None
+        return data[0], False
 
     def _cast(self, node: ir.Node) -> _Entries | None:
         return self.entries(node.inputs[0])
