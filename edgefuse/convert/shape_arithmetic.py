@@ -1,8 +1,9 @@
 """Shape computations on a dynamic batch become constants that still follow the batch.
 
-Why: a model exported with a dynamic batch (PyTorch ``dynamic_axes``, paddle2onnx) computes the
-shapes it reshapes to at run time: ``Shape -> Gather/Slice -> Unsqueeze -> Concat -> Reshape``,
-because one of the dimensions (the batch) is not known when the file is written. Constant folding
+Why: a model exported with a dynamic batch (PyTorch ``dynamic_axes`` or ``dynamic_shapes``,
+paddle2onnx) computes the shapes it reshapes to at run time: ``Shape -> Gather/Slice ->
+Unsqueeze -> Concat -> Reshape``, because one of the dimensions (the batch) is not known when the
+file is written. Constant folding
 cannot touch those chains (``Shape`` of a tensor with a symbolic dimension is not a constant), so
 a YOLO head keeps a dozen shape nodes per scale and ATC sees a Reshape it cannot size. onnxslim
 folds them; so does this pass:
@@ -12,7 +13,10 @@ folds them; so does this pass:
 - a Reshape's shape whose entries are static, or copy a dimension of the reshaped tensor at the
   same position (``view(x.size(0), ...)``: entry 0 is dimension 0 of ``x``), becomes a constant
   with 0 in those entries (Reshape's "copy this dimension"); one entry that is neither becomes -1
-  when the shape has no -1 yet.
+  when the shape has no -1 yet. The dynamo exporter writes its Reshapes with ``allowzero=1``
+  (0 is a zero-sized dimension there); a folded one gets ``allowzero=0``, which computes the same
+  since no entry is a static 0, and spells ``x.size(0)`` as ``Reshape(Squeeze(Shape(x)[0:1]),
+  [-1])``, which the evaluator reads as the dimension.
 
 A dimension is "the same" when it is the same axis of the same value, or both are the same named
 symbolic dimension after ONNX shape inference (Transpose and Conv keep ``batch`` named). Anything
@@ -100,7 +104,7 @@ def _fold_static(graph: ir.Graph, value: ir.Value, evaluator: _Evaluator) -> boo
 
 def _fold_reshape_shape(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -> bool:
     data, shape = node.inputs
-    if data is None or shape is None or _is_constant(shape):
+    if data is None or shape is None or shape.const_value is not None:
         return False
     entries = evaluator.entries(shape)
     if entries is None or entries[1]:
@@ -126,12 +130,6 @@ def _fold_reshape_shape(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -
         node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)
     node.replace_input_with(1, _constant(graph, shape.name, np.array(target, dtype=np.int64)))
     return True
-
-
-def _is_constant(value: ir.Value) -> bool:
-    producer = value.producer()
-    return value.const_value is not None or (producer is not None and
-                                             producer.op_type == "Constant")
 
 
 def _same_dimension(data: ir.Value, position: int, symbol: _Symbol) -> bool:
@@ -202,20 +200,6 @@ class _Evaluator:
                 dims.append(_Symbol(source, axis, dim.value if isinstance(dim.value, str)
                                     else None))
         return tuple(dims), False
-
-    def _constant(self, node: ir.Node) -> _Entries | None:
-        """A Constant node's integers: an exporter's graph before any folding has run."""
-        value = node.attributes.get("value")
-        if value is not None:
-            array = value.value.numpy()
-            if array.dtype.kind not in "iu" or array.ndim > 1 or array.size > _MAX_ELEMENTS:
-                return None
-            return tuple(int(v) for v in array.reshape(-1)), array.ndim == 0
-        if "value_ints" in node.attributes:
-            return tuple(node.attributes.get_ints("value_ints")), False
-        if "value_int" in node.attributes:
-            return (node.attributes.get_int("value_int"),), True
-        return None
 
     def _gather(self, node: ir.Node) -> _Entries | None:
         data, indices = (self.entries(v) for v in node.inputs[:2])
