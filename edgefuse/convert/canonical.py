@@ -4,8 +4,9 @@ Why one canonical form: optimize, quantize and compile each pattern-match on the
 to cope with dynamic dims, Shape->Gather->Concat chains, Constant nodes, stale value_info and six
 opset generations, each would re-implement this file badly. So convert does it once:
 
-  shape chains on a dimension the given shapes fix folded first, so Reshapes still follow it
-  (``convert.shape_arithmetic``) -> fixed input dims -> opset in SUPPORTED_OPSETS (converted, and verified on ONNX Runtime)
+  shape chains on a dimension the given shapes fix, folded while it is symbolic so the Reshapes
+  still follow it (``convert.shape_arithmetic``) -> fixed input dims
+  -> opset in SUPPORTED_OPSETS (converted, and verified on ONNX Runtime)
   -> strict shape inference -> constant folding (folding only: fusion is the optimize stage's job)
   -> Constant nodes lifted to initializers, dead nodes and initializers removed
   (unnamed nodes are named "<OpType>_<index>" by their place in the source graph first)

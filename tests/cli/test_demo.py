@@ -143,6 +143,21 @@ def test_the_table_scores_each_cameras_tracking(demo):
     assert len(re.findall(r"\b\d+\b", switches)) == len(CAMERAS), switches
 
 
+def test_the_cameras_ran_as_batches_on_the_detectors_batch_gears(demo):
+    _, printed, workdir, _ = demo
+    detector = json.loads((workdir / "shapes_yolov8" / "build" / "manifest.json").read_text())
+    assert detector["gears"]["dynamic_batch"] == [1, 2, 4]
+    assert detector["gears"]["dims"] == {"input": [0]}
+    segmenter = json.loads((workdir / "shapes_deeplabv3plus" / "build" / "manifest.json")
+                           .read_text())
+    assert segmenter["gears"] is None
+    row = next(line for line in printed.splitlines() if line.startswith("batches:"))
+    sizes = {int(size): int(count) for count, size in re.findall(r"(\d+) of size (\d+)", row)}
+    assert sum(size * count for size, count in sizes.items()) == len(CAMERAS) * CAMERA_FRAMES
+    assert sizes.get(len(CAMERAS), 0) > 0, row  # one frame of each camera in one batch
+    assert "batch gears [1, 2, 4]" in row
+
+
 def test_the_camera_videos_play_every_frame(demo):
     _, _, workdir, cv2 = demo
     for camera in CAMERAS:
