@@ -75,6 +75,7 @@ def canonicalize(
     check_input_shapes(result, shapes)
     _check_input_model(result)
     if _fixes_a_symbolic_dim(result, shapes) and _opset(result) in SUPPORTED_OPSETS:
+        _name_unnamed_nodes(result.graph, prefix="")  # by their index in the source graph
         result = _fold_shape_chains_while_symbolic(result)
     _fix_input_dims(result, shapes)
     converted_from = _opset(result)
