@@ -16,7 +16,10 @@ folds them; so does this pass:
   when the shape has no -1 yet. The dynamo exporter writes its Reshapes with ``allowzero=1``
   (0 is a zero-sized dimension there); a folded one gets ``allowzero=0``, which computes the same
   since no entry is a static 0, and spells ``x.size(0)`` as ``Reshape(Squeeze(Shape(x)[0:1]),
-  [-1])``, which the evaluator reads as the dimension.
+  [-1])``, which the evaluator reads as the dimension;
+- a Resize to ``sizes`` whose entries copy the input's dimension where they are not static
+  (``F.interpolate(x, size=(64, 64))``: ``Concat(Shape(x)[0:2], [64, 64])``) resizes by the
+  equivalent ``scales`` instead (1 where the dimension is copied), when each scale is exact.
 
 A dimension is "the same" when it is the same axis of the same value, or both are the same named
 symbolic dimension after ONNX shape inference (Transpose and Conv keep ``batch`` named). Anything
@@ -24,9 +27,9 @@ the evaluator does not understand leaves the chain untouched.
 
 Why in convert: it runs twice. ``convert`` runs it while the batch is still symbolic, before it
 fixes the input shape the user gave (``--input x:1,3,640,640`` on a ``dynamic=True`` export): once
-the batch is 1, constant folding would bake that 1 into every Reshape and the model could never
-be compiled with batch gears again (``error[gear-shape-fails]``). The optimizer runs it as its
-``fold-shape-arithmetic`` pass on models that reach it with a dynamic batch.
+the batch is 1, constant folding would bake that 1 into every Reshape and Resize and the model
+could never be compiled with batch gears again (``error[gear-shape-fails]``). The optimizer runs
+it as its ``fold-shape-arithmetic`` pass on models that reach it with a dynamic batch.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ def fold_shape_arithmetic(model: ir.Model) -> bool:
             continue
         if node.op_type == "Reshape" and len(node.inputs) == 2:
             modified |= _fold_reshape_shape(graph, node, evaluator)
+        if node.op_type == "Resize" and len(node.inputs) == 4:
+            modified |= _resize_sizes_to_scales(graph, node, evaluator)
         for output in node.outputs:
             modified |= _fold_static(graph, output, evaluator)
     if modified:
@@ -129,6 +134,40 @@ def _fold_reshape_shape(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -
         # changes: an entry that copies a dimension of 0 is 0 either way
         node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)
     node.replace_input_with(1, _constant(graph, shape.name, np.array(target, dtype=np.int64)))
+    return True
+
+
+def _resize_sizes_to_scales(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -> bool:
+    """``Resize(x, sizes=[N, C, 64, 64])`` with N and C copied from ``x`` becomes
+    ``Resize(x, scales=[1, 1, 4, 4])``: the same output and sampling, for any batch.
+
+    Only where each scale is exact: ONNX Runtime derives a Resize's scale from ``sizes`` as
+    float32 ``size / dim`` and its output size from ``scales`` as ``floor(dim * scale)``; both
+    must give back the sizes, or the rewrite would move the sampling grid.
+    """
+    data, _, scales, sizes = node.inputs
+    if (data is None or sizes is None or sizes.const_value is not None or scales is not None
+            or data.shape is None or "axes" in node.attributes
+            or node.attributes.get_string("keep_aspect_ratio_policy", "stretch") != "stretch"):
+        return False
+    entries = evaluator.entries(sizes)
+    if entries is None or entries[1] or len(entries[0]) != data.shape.rank():
+        return False
+    factors = []
+    for position, size in enumerate(entries[0]):
+        dim = data.shape[position]
+        if isinstance(size, _Symbol) and _same_dimension(data, position, size):
+            factors.append(np.float32(1))
+        elif isinstance(size, int) and isinstance(dim, int) and dim > 0:
+            factor = np.float32(size) / np.float32(dim)
+            if int(np.floor(np.float32(dim) * factor)) != size or int(np.floor(dim * float(
+                    factor))) != size:
+                return False
+            factors.append(factor)
+        else:
+            return False
+    node.resize_inputs(3)
+    node.replace_input_with(2, _constant(graph, sizes.name, np.array(factors, np.float32)))
     return True
 
 

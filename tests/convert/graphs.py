@@ -118,3 +118,17 @@ def with_symbolic_batch(proto: onnx.ModelProto) -> onnx.ModelProto:
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
     del copy.graph.value_info[:]
     return copy
+
+
+def dynamo_upsample(side: int = 4, size: int = 16, opset: int = 18) -> onnx.ModelProto:
+    """``F.interpolate(x, size=(size, size), mode="bilinear")`` on a [batch, 2, side, side] input
+    as the dynamo exporter spells it: ``Resize(x, sizes=Concat(Shape(x)[0:2], [size, size]))``."""
+    nodes = [
+        oh.make_node("Shape", ["x"], ["x_nc"], name="shape", start=0, end=2),
+        oh.make_node("Constant", [], ["hw"], name="c_hw", value_ints=[size, size]),
+        oh.make_node("Concat", ["x_nc", "hw"], ["sizes"], name="concat", axis=0),
+        oh.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="upsample", mode="linear",
+                     coordinate_transformation_mode="half_pixel"),
+    ]
+    return model(nodes, [tensor("x", ["batch", 2, side, side])],
+                 [tensor("y", ["batch", 2, size, size])], opset=opset)
