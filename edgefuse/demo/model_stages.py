@@ -42,8 +42,7 @@ from edgefuse.verify import verify
 SOC = "Ascend310B4"  # the Atlas 200I DK A2's chip
 STEPS_PER_MODEL = 4
 # The detector's --dynamic_batch_size gears: the multi-camera step runs its cameras' frames as
-# one batch. The segmenter is exported and built at batch 1: its upsampling Resize takes sizes,
-# which convert fixes with the batch (they have no "copy this dimension" as a Reshape's 0 is).
+# one batch. The segmenter is exported and built at batch 1: no step of the demo batches it.
 BATCH_GEARS = (1, 2, 4)
 
 
