@@ -4,7 +4,9 @@ Why one canonical form: optimize, quantize and compile each pattern-match on the
 to cope with dynamic dims, Shape->Gather->Concat chains, Constant nodes, stale value_info and six
 opset generations, each would re-implement this file badly. So convert does it once:
 
-  fixed input dims -> opset in SUPPORTED_OPSETS (converted, and verified on ONNX Runtime)
+  shape chains on a dimension the given shapes fix, folded while it is symbolic so the Reshapes
+  still follow it (``convert.shape_arithmetic``) -> fixed input dims
+  -> opset in SUPPORTED_OPSETS (converted, and verified on ONNX Runtime)
   -> strict shape inference -> constant folding (folding only: fusion is the optimize stage's job)
   -> Constant nodes lifted to initializers, dead nodes and initializers removed
   (unnamed nodes are named "<OpType>_<index>" by their place in the source graph first)
@@ -27,12 +29,14 @@ from onnx_ir.passes.common import (
     LiftConstantsToInitializersPass,
     RemoveInitializersFromInputsPass,
     RemoveUnusedNodesPass,
+    ShapeInferencePass,
 )
 
 from edgefuse._ort import ort_errors
 from edgefuse.convert._respell import respell_for_opset
 from edgefuse.convert.onnx_load import check_domains, check_graph_inputs, check_input_shapes
 from edgefuse.convert.opset_downgrade import DowngradeError, downgrade
+from edgefuse.convert.shape_arithmetic import fold_shape_arithmetic
 from edgefuse.errors import InputError, ModelLoadError, Ref
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import RUN_FAILURES, run_onnx
@@ -70,6 +74,9 @@ def canonicalize(
     check_graph_inputs(result)
     check_input_shapes(result, shapes)
     _check_input_model(result)
+    if _fixes_a_symbolic_dim(result, shapes) and _opset(result) in SUPPORTED_OPSETS:
+        _name_unnamed_nodes(result.graph, prefix="")  # by their index in the source graph
+        result = _fold_shape_chains_while_symbolic(result)
     _fix_input_dims(result, shapes)
     converted_from = _opset(result)
     result = _convert_opset(result, _target_opset(converted_from, opset))
@@ -175,6 +182,34 @@ def _fix_input_dims(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]
         for size in shapes[value.name]:
             shape.dim.add().dim_value = size
     del model.graph.value_info[:]
+
+
+def _fixes_a_symbolic_dim(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) -> bool:
+    for value in model.graph.input:
+        if value.name in shapes and any(
+                not dim.HasField("dim_value") for dim in value.type.tensor_type.shape.dim):
+            return True
+    return False
+
+
+def _fold_shape_chains_while_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The shape chains on a symbolic dimension (a dynamic batch) folded to Reshape constants
+    that follow it (0: copy the dimension), before the given input shape fixes it.
+
+    Why first: once the batch is fixed to the given 1, folding bakes that 1 into every Reshape,
+    and the canonical model runs at batch 1 only: ``compile --dynamic-batch`` then fails with
+    ``gear-shape-fails`` on a model the user exported with ``dynamic=True``. Folded this way, the
+    model is the same at the given shape and still runs at any batch.
+    """
+    ir_model = ir.serde.deserialize_model(model)
+    RemoveInitializersFromInputsPass()(ir_model)
+    onnxscript.optimizer.fold_constants(ir_model, onnx_shape_inference=True)
+    respell_for_opset(ir_model)
+    ShapeInferencePass(strict_mode=False)(ir_model)  # the batch's name on every value
+    if not fold_shape_arithmetic(ir_model):
+        return model
+    RemoveUnusedNodesPass()(ir_model)
+    return ir.serde.serialize_model(ir_model)
 
 
 def _raise_ir_version(model: onnx.ModelProto) -> None:

@@ -243,15 +243,22 @@ def _output_names(module: Any, example_inputs: tuple[Any, ...]) -> list[str]:
 
 
 def export_unfused(
-    module: Any, example_inputs: tuple[Any, ...], *, input_names: Sequence[str]
+    module: Any, example_inputs: tuple[Any, ...], *, input_names: Sequence[str],
+    dynamic_batch: bool = False,
 ) -> onnx.ModelProto:
     """What ``torch.onnx.export(dynamo=True, optimize=False)`` gives: every BatchNorm a node.
 
     Never a convert path (see the table above). The demo and bench/optimize.py start from it:
     it is the kind of graph users hand over, and the one where the optimizer's fusions matter.
+    ``dynamic_batch``: dimension 0 of every input is one symbolic ``batch`` (Ultralytics'
+    ``dynamic=True``), so the shapes the model reshapes to are computed from it at run time.
     """
     names = {"input_names": list(input_names),
              "output_names": _output_names(module, example_inputs)}
+    if dynamic_batch:
+        torch = require_torch("converting a PyTorch model")
+        batch = torch.export.Dim("batch")
+        names["dynamic_shapes"] = tuple({0: batch} for _ in example_inputs)
     return _dynamo(module, example_inputs, None, names, optimize=False)
 
 

@@ -11,6 +11,11 @@ convert`` of the module: that graph, with every BatchNorm a node, is the kind of
 hand over, and the one the optimizer has work on. The model's application info (classes,
 letterbox, thresholds) is embedded at convert, so every later file and the BUILD_DIR carry it and
 the FP16 step reads the clip through the same preprocessing the apps use.
+
+The detector's export has a dynamic batch (``dynamic=True`` in Ultralytics' words), as most
+exports users bring do; convert fixes it at the catalogue's batch 1 for the gates, with the
+Reshapes still following the batch, so it compiles with batch gears (``BATCH_GEARS``) and the
+multi-camera step runs its cameras as one batch on the one build.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from edgefuse.verify import verify
 
 SOC = "Ascend310B4"  # the Atlas 200I DK A2's chip
 STEPS_PER_MODEL = 4
+# The detector's --dynamic_batch_size gears: the multi-camera step runs its cameras' frames as
+# one batch. The segmenter is exported and built at batch 1: no step of the demo batches it.
+BATCH_GEARS = (1, 2, 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,13 +70,15 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
     info = catalogue_info(entry, "full")
     folder = workdir / name
     folder.mkdir(parents=True, exist_ok=True)
+    gears = BATCH_GEARS if info.task == "detect" else None
     with steps.step(f"{name}: export as users hand it over (every BatchNorm a node)") as step:
         exported = export_unfused(entry.build(), example_inputs_from_shapes(
-            {"input": entry.input_shape}), input_names=["input"])
+            {"input": entry.input_shape}), input_names=["input"], dynamic_batch=gears is not None)
         save_onnx(exported, folder / "export.onnx")
         step.say(f"{_count(exported)} -> {folder / 'export.onnx'}")
     with steps.step(f"{name}: convert, optimize, verify against the export") as step:
-        converted = model_info.embed(convert(exported), info)
+        converted = model_info.embed(convert(exported, inputs={"input": entry.input_shape}),
+                                     info)
         save_onnx(converted, folder / "model.onnx")
         result = optimize(converted, output=folder / "opt.onnx",
                           report_path=folder / "optimize.json")
@@ -90,7 +100,8 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
         step.say(f"gate cosine >= {report.min_cosine}: worst {_worst(report.judged):.6f} "
                  f"({'PASSED' if report.passed else 'FAILED'}); kept FP32: "
                  f"{', '.join(kept) or 'nothing'}")
-    with steps.step(f"{name}: compile for {SOC}") as step:
+    with steps.step(f"{name}: compile for {SOC}" + (f", batch gears {list(gears)}" if gears
+                                                     else "")) as step:
         board_model, head = folder / "opt.onnx", board_head(info)
         if head is not None:  # after the gates: the raw predictions are what they judge
             board_model = folder / "opt_head.onnx"
@@ -100,7 +111,7 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
                      f"iou={head.iou_threshold:g}, max_det={head.max_detections}): decode + NMS "
                      f"on the device -> {board_model}")
         build = compile_model(board_model, SOC, folder / "build", keep_fp32=report.keep,
-                              overwrite=True)
+                              dynamic_batch=gears, overwrite=True)
         step.say(f"OM built: {build.om_path}" if build.om_path else
                  f"no ATC here: {build.output_dir} holds the prepared model and compile.sh "
                  "for a CANN host")

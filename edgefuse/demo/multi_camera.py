@@ -10,9 +10,10 @@ differs from the truth.
 
 How it runs: the streams run together (``MultiPipeline``), each with its own ``Tracked`` task
 (its own tracker and line), all of them on the detector's compiled build through one session and
-one ``Batcher``. The demo's export fixes the batch at 1 (a Reshape to a fixed shape, so no batch
-gears), so the batcher's plan says so and each stream runs the shared session in turn; a build
-with batch gears would batch the cameras with no change here.
+one ``Batcher``. The detector's build has batch gears (``model_stages.BATCH_GEARS``), so the
+batcher runs one frame of each camera as one batch; a batch waits for the other camera's frame
+at most ``BATCH_WAIT_S`` (a deadline: a camera that stalls holds the other up no longer), and a
+batch that is not a gear runs on the next larger gear, cut back by the session.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ SIZE = (240, 320)  # height, width: the sample clip's
 FRAMES = 60
 FPS = 15.0
 LINE = "line"
+BATCH_WAIT_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +95,7 @@ def run_cameras(build_dir: Path, workdir: Path, backend: str, steps: Steps, *,
         with Detector.open(build_dir, backends=(backend,), session_options=options) as detector:
             detector.warm_up()
             plan = plan_batches(detector.session, len(CAMERAS))
-            batcher = Batcher(detector.infer, plan, streams=len(CAMERAS))
+            batcher = Batcher(detector.infer, plan, wait_s=BATCH_WAIT_S, streams=len(CAMERAS))
             tasks = {camera.name: Tracked(detector, stream=camera.name, lines=[
                 LineCounter(LINE, camera.start, camera.end)]) for camera in CAMERAS}
             streams = [Stream(camera.name, IterableSource(

@@ -17,6 +17,8 @@ import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
 import onnxscript.optimizer
 
+from edgefuse.convert.shape_arithmetic import fold_shape_arithmetic
+
 
 class GraphPass:
     """A pass with a stable id; ``__call__`` returns whether it changed the model."""
@@ -61,6 +63,14 @@ def _fold_small_constant_of_shape(node: ir.Node) -> bool | None:
     if shape is None:
         return None
     return True if int(np.prod(shape.numpy())) <= _SMALL_CONSTANT_OF_SHAPE else None
+
+
+class FoldShapeArithmetic(GraphPass):
+    id = "fold-shape-arithmetic"
+    description = "fold Shape/Gather/Concat chains on a dynamic batch into constants (0/-1)"
+
+    def __call__(self, model: ir.Model) -> bool:
+        return fold_shape_arithmetic(model)
 
 
 class EliminateIdentities(GraphPass):

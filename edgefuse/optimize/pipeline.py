@@ -22,7 +22,6 @@ from edgefuse.optimize._recording import RecordingRule
 from edgefuse.optimize.custom_ops import AttachCustomOpFunctions
 from edgefuse.optimize.report import PassRecord, RewriteReport, RuleStats, op_counts
 from edgefuse.optimize.rules import ALL_RULES, ASCEND_RULES, RULES_BY_ID
-from edgefuse.optimize.shape_arithmetic import FoldShapeArithmetic
 
 HOST_TARGETS = ("cpu", "gpu")
 MAX_ROUNDS = 8
@@ -61,7 +60,7 @@ def pipeline_for(target: str) -> Pipeline:
         # The folder leaves the nodes it bypassed in place (a Dropout it turned into Identity
         # still reads the Conv output); until they are removed they count as other consumers
         # and block every fold of the round.
-        before=(passes.FoldConstants(), FoldShapeArithmetic(), passes.RemoveUnused()),
+        before=(passes.FoldConstants(), passes.FoldShapeArithmetic(), passes.RemoveUnused()),
         rules=ALL_RULES + ASCEND_RULES if ascend else ALL_RULES,
         after=(*after, AttachCustomOpFunctions()) if ascend else after,
     )

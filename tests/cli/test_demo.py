@@ -23,6 +23,7 @@ from edgefuse.demo.multi_camera import SIZE as CAMERA_SIZE
 from edgefuse.models import shapes
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
+from edgefuse.runtime import open_session
 from edgefuse.vision.scenes.shapes import CLASSES, SceneGenerator
 from tests.needs import optional
 
@@ -141,6 +142,37 @@ def test_the_table_scores_each_cameras_tracking(demo):
     assert len(scores) == 2 * len(CAMERAS) and all(0.5 < s <= 1.0 for s in scores), row
     switches = next(line for line in printed.splitlines() if line.startswith("ID switches"))
     assert len(re.findall(r"\b\d+\b", switches)) == len(CAMERAS), switches
+
+
+def test_the_cameras_ran_as_batches_on_the_detectors_batch_gears(demo):
+    _, printed, workdir, _ = demo
+    detector = json.loads((workdir / "shapes_yolov8" / "build" / "manifest.json").read_text())
+    assert detector["gears"]["dynamic_batch"] == [1, 2, 4]
+    assert detector["gears"]["dims"] == {"input": [0]}
+    segmenter = json.loads((workdir / "shapes_deeplabv3plus" / "build" / "manifest.json")
+                           .read_text())
+    assert segmenter["gears"] is None
+    row = next(line for line in printed.splitlines() if line.startswith("batches:"))
+    sizes = {int(size): int(count) for count, size in re.findall(r"(\d+) of size (\d+)", row)}
+    assert sum(size * count for size, count in sizes.items()) == len(CAMERAS) * CAMERA_FRAMES
+    assert sizes.get(len(CAMERAS), 0) > 0, row  # one frame of each camera in one batch
+    assert "batch gears [1, 2, 4]" in row
+
+
+def test_a_batch_between_gears_gives_each_frame_its_own_detections(demo):
+    """Three frames (gear 4's batch) through the YoloHead build at once: each frame's rows are
+    the ones it gets alone (an NMS that mixes frames, or a row shifted, shows here)."""
+    _, _, workdir, _ = demo
+    scenes = SceneGenerator(SCENE_SEED, shapes.DETECTOR_INPUT).clip(1, 3, CAMERA_FPS)
+    frames = np.stack([s.image.transpose(2, 0, 1) / np.float32(255) for s in scenes])
+    with open_session(workdir / "shapes_yolov8" / "build", backends="sim") as session:
+        batched = session.run({"input": frames})
+        alone = [session.run({"input": frame[None]}) for frame in frames]
+    assert {name: array.shape[0] for name, array in batched.items()} == dict.fromkeys(batched, 3)
+    assert all(result["num_detections"][0] > 0 for result in alone)
+    for index, result in enumerate(alone):
+        for name, array in result.items():
+            np.testing.assert_array_equal(batched[name][index:index + 1], array)
 
 
 def test_the_camera_videos_play_every_frame(demo):

@@ -86,3 +86,49 @@ def opset_of(proto: onnx.ModelProto) -> int:
 
 def metadata(proto: onnx.ModelProto) -> dict[str, str]:
     return {prop.key: prop.value for prop in proto.metadata_props}
+
+
+def dynamo_view(opset: int = 18) -> onnx.ModelProto:
+    """``conv(x).view(x.size(0), 6, -1)`` as ``torch.onnx.export(dynamo=True)`` spells it with a
+    dynamic batch, before any folding: Constant nodes, the batch as
+    ``Reshape(Squeeze(Shape(x, end=1)), [-1])`` and a Reshape with ``allowzero=1``."""
+    weight = np.random.default_rng(0).standard_normal((6, 3, 1, 1)).astype(np.float32)
+    nodes = [
+        oh.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        oh.make_node("Shape", ["x"], ["x_shape"], name="shape", start=0, end=1),
+        oh.make_node("Squeeze", ["x_shape"], ["sym_size"], name="squeeze"),
+        oh.make_node("Constant", [], ["minus_one"], name="c_minus_one", value_ints=[-1]),
+        oh.make_node("Reshape", ["sym_size", "minus_one"], ["batch"], name="unsqueeze",
+                     allowzero=0),
+        oh.make_node("Constant", [], ["six"], name="c_six", value_ints=[6]),
+        oh.make_node("Concat", ["batch", "six", "minus_one"], ["view_shape"], name="concat",
+                     axis=0),
+        oh.make_node("Reshape", ["c", "view_shape"], ["y"], name="view", allowzero=1),
+    ]
+    return model(nodes, [tensor("x", ["batch", 3, 8, 8])], [tensor("y", ["batch", 6, 64])],
+                 {"w": weight}, opset=opset)
+
+
+def with_symbolic_batch(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose inputs and outputs declare dimension 0 as ``batch`` (what compile's batch
+    gears do to a model before running it at each gear)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for value in [*copy.graph.input, *copy.graph.output]:
+        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+    del copy.graph.value_info[:]
+    return copy
+
+
+def dynamo_upsample(side: int = 4, size: int = 16, opset: int = 18) -> onnx.ModelProto:
+    """``F.interpolate(x, size=(size, size), mode="bilinear")`` on a [batch, 2, side, side] input
+    as the dynamo exporter spells it: ``Resize(x, sizes=Concat(Shape(x)[0:2], [size, size]))``."""
+    nodes = [
+        oh.make_node("Shape", ["x"], ["x_nc"], name="shape", start=0, end=2),
+        oh.make_node("Constant", [], ["hw"], name="c_hw", value_ints=[size, size]),
+        oh.make_node("Concat", ["x_nc", "hw"], ["sizes"], name="concat", axis=0),
+        oh.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="upsample", mode="linear",
+                     coordinate_transformation_mode="half_pixel"),
+    ]
+    return model(nodes, [tensor("x", ["batch", 2, side, side])],
+                 [tensor("y", ["batch", 2, size, size])], opset=opset)

@@ -13,6 +13,7 @@ import pytest
 
 from edgefuse.optimize import optimize
 from edgefuse.verify import verify
+from tests.convert.graphs import dynamo_view
 from tests.optimize.graphs import make_model, node, op_types
 
 pytestmark = pytest.mark.ort
@@ -105,3 +106,12 @@ def test_a_shape_the_evaluator_cannot_prove_is_left_alone():
     result = optimize(model)
     assert op_types(result.model)["Shape"] == 1
     np.testing.assert_array_equal(_run(result.model, 2), _run(model, 2))
+
+
+def test_the_dynamo_exporters_spelling_of_a_batch_view_folds():
+    """``Reshape(Squeeze(Shape(x)[0:1]), [-1])`` for ``x.size(0)``, the view with allowzero=1."""
+    model = dynamo_view()
+    result = optimize(model)
+    assert dict(op_types(result.model)) == {"Conv": 1, "Reshape": 1}
+    for batch in (1, 3):
+        np.testing.assert_allclose(_run(result.model, batch), _run(model, batch), rtol=1e-6)

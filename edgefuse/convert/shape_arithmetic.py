@@ -1,8 +1,9 @@
-"""fold-shape-arithmetic: shape computations on a dynamic batch become constants.
+"""Shape computations on a dynamic batch become constants that still follow the batch.
 
-Why: a model exported with a dynamic batch (PyTorch ``dynamic_axes``, paddle2onnx) computes the
-shapes it reshapes to at run time: ``Shape -> Gather/Slice -> Unsqueeze -> Concat -> Reshape``,
-because one of the dimensions (the batch) is not known when the file is written. Constant folding
+Why: a model exported with a dynamic batch (PyTorch ``dynamic_axes`` or ``dynamic_shapes``,
+paddle2onnx) computes the shapes it reshapes to at run time: ``Shape -> Gather/Slice ->
+Unsqueeze -> Concat -> Reshape``, because one of the dimensions (the batch) is not known when the
+file is written. Constant folding
 cannot touch those chains (``Shape`` of a tensor with a symbolic dimension is not a constant), so
 a YOLO head keeps a dozen shape nodes per scale and ATC sees a Reshape it cannot size. onnxslim
 folds them; so does this pass:
@@ -12,11 +13,23 @@ folds them; so does this pass:
 - a Reshape's shape whose entries are static, or copy a dimension of the reshaped tensor at the
   same position (``view(x.size(0), ...)``: entry 0 is dimension 0 of ``x``), becomes a constant
   with 0 in those entries (Reshape's "copy this dimension"); one entry that is neither becomes -1
-  when the shape has no -1 yet.
+  when the shape has no -1 yet. The dynamo exporter writes its Reshapes with ``allowzero=1``
+  (0 is a zero-sized dimension there); a folded one gets ``allowzero=0``, which computes the same
+  since no entry is a static 0, and spells ``x.size(0)`` as ``Reshape(Squeeze(Shape(x)[0:1]),
+  [-1])``, which the evaluator reads as the dimension;
+- a Resize to ``sizes`` whose entries copy the input's dimension where they are not static
+  (``F.interpolate(x, size=(64, 64))``: ``Concat(Shape(x)[0:2], [64, 64])``) resizes by the
+  equivalent ``scales`` instead (1 where the dimension is copied), when each scale is exact.
 
 A dimension is "the same" when it is the same axis of the same value, or both are the same named
 symbolic dimension after ONNX shape inference (Transpose and Conv keep ``batch`` named). Anything
 the evaluator does not understand leaves the chain untouched.
+
+Why in convert: it runs twice. ``convert`` runs it while the batch is still symbolic, before it
+fixes the input shape the user gave (``--input x:1,3,640,640`` on a ``dynamic=True`` export): once
+the batch is 1, constant folding would bake that 1 into every Reshape and Resize and the model
+could never be compiled with batch gears again (``error[gear-shape-fails]``). The optimizer runs
+it as its ``fold-shape-arithmetic`` pass on models that reach it with a dynamic batch.
 """
 
 from __future__ import annotations
@@ -26,8 +39,6 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 import onnx_ir.passes.common as ir_passes
-
-from edgefuse.optimize.passes import GraphPass
 
 _INT_TYPES = (ir.DataType.INT64, ir.DataType.INT32)
 _MAX_ELEMENTS = 64  # shape tensors are short; a bigger integer tensor is data, not a shape
@@ -46,24 +57,23 @@ _Dim = int | _Symbol
 _Entries = tuple[tuple[_Dim, ...], bool]  # (dims, is a scalar)
 
 
-class FoldShapeArithmetic(GraphPass):
-    id = "fold-shape-arithmetic"
-    description = "fold Shape/Gather/Concat chains on a dynamic batch into constants (0/-1)"
-
-    def __call__(self, model: ir.Model) -> bool:
-        graph = model.graph
-        evaluator = _Evaluator()
-        modified = False
-        for node in list(graph):
-            if node.domain not in ("", "ai.onnx"):
-                continue
-            if node.op_type == "Reshape" and len(node.inputs) == 2:
-                modified |= _fold_reshape_shape(graph, node, evaluator)
-            for output in node.outputs:
-                modified |= _fold_static(graph, output, evaluator)
-        if modified:
-            _reinfer_shapes(model)
-        return modified
+def fold_shape_arithmetic(model: ir.Model) -> bool:
+    """Fold the shape chains of ``model`` in place; whether anything changed."""
+    graph = model.graph
+    evaluator = _Evaluator()
+    modified = False
+    for node in list(graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Reshape" and len(node.inputs) == 2:
+            modified |= _fold_reshape_shape(graph, node, evaluator)
+        if node.op_type == "Resize" and len(node.inputs) == 4:
+            modified |= _resize_sizes_to_scales(graph, node, evaluator)
+        for output in node.outputs:
+            modified |= _fold_static(graph, output, evaluator)
+    if modified:
+        _reinfer_shapes(model)
+    return modified
 
 
 def _reinfer_shapes(model: ir.Model) -> None:
@@ -101,8 +111,6 @@ def _fold_reshape_shape(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -
     data, shape = node.inputs
     if data is None or shape is None or shape.const_value is not None:
         return False
-    if node.attributes.get_int("allowzero", 0):
-        return False  # 0 means a zero-sized dimension there, not "copy"
     entries = evaluator.entries(shape)
     if entries is None or entries[1]:
         return False
@@ -120,7 +128,46 @@ def _fold_reshape_shape(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -
             target.append(-1)
     if len(unresolved) > 1 or (unresolved and target.count(-1) > 1):
         return False
+    if node.attributes.get_int("allowzero", 0):
+        # the dynamo exporter's Reshapes say allowzero=1, where 0 is a zero-sized dimension; no
+        # entry is a static 0 (refused above), so with allowzero=0 the 0s copy and nothing else
+        # changes: an entry that copies a dimension of 0 is 0 either way
+        node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)
     node.replace_input_with(1, _constant(graph, shape.name, np.array(target, dtype=np.int64)))
+    return True
+
+
+def _resize_sizes_to_scales(graph: ir.Graph, node: ir.Node, evaluator: _Evaluator) -> bool:
+    """``Resize(x, sizes=[N, C, 64, 64])`` with N and C copied from ``x`` becomes
+    ``Resize(x, scales=[1, 1, 4, 4])``: the same output and sampling, for any batch.
+
+    Only where each scale is exact: ONNX Runtime derives a Resize's scale from ``sizes`` as
+    float32 ``size / dim`` and its output size from ``scales`` as ``floor(dim * scale)``; both
+    must give back the sizes, or the rewrite would move the sampling grid.
+    """
+    data, _, scales, sizes = node.inputs
+    if (data is None or sizes is None or sizes.const_value is not None or scales is not None
+            or data.shape is None or "axes" in node.attributes
+            or node.attributes.get_string("keep_aspect_ratio_policy", "stretch") != "stretch"):
+        return False
+    entries = evaluator.entries(sizes)
+    if entries is None or entries[1] or len(entries[0]) != data.shape.rank():
+        return False
+    factors = []
+    for position, size in enumerate(entries[0]):
+        dim = data.shape[position]
+        if isinstance(size, _Symbol) and _same_dimension(data, position, size):
+            factors.append(np.float32(1))
+        elif isinstance(size, int) and isinstance(dim, int) and dim > 0:
+            factor = np.float32(size) / np.float32(dim)
+            if int(np.floor(np.float32(dim) * factor)) != size or int(np.floor(dim * float(
+                    factor))) != size:
+                return False
+            factors.append(factor)
+        else:
+            return False
+    node.resize_inputs(3)
+    node.replace_input_with(2, _constant(graph, sizes.name, np.array(factors, np.float32)))
     return True
 
 
@@ -233,6 +280,15 @@ class _Evaluator:
         if any(p is None or p[1] for p in parts):
             return None
         return tuple(d for part in parts for d in part[0]), False
+
+    def _reshape(self, node: ir.Node) -> _Entries | None:
+        """A shape entry reshaped to a vector: the dynamo exporter's ``unsqueeze`` of a
+        ``sym_size`` (``Reshape(Squeeze(Shape(x)[0:1]), [-1])``)."""
+        data, target = (self.entries(v) for v in node.inputs[:2])
+        if data is None or target is None or len(target[0]) != 1 or target[0][0] not in (
+                -1, len(data[0])):
+            return None
+        return data[0], False
 
     def _cast(self, node: ir.Node) -> _Entries | None:
         return self.entries(node.inputs[0])
