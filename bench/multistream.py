@@ -378,10 +378,11 @@ def _wait(text: str) -> float | None:
 def run_all(args: argparse.Namespace) -> dict:
     export_dynamic_batch()
     calibration = worker(args, "--calibrate")
-    stand_in = f"{calibration['a_ms']},{calibration['b_ms']}"
+    stand_in = f"{calibration['a_ms'] + args.fixed_ms},{calibration['b_ms']}"
     print("model alone, batch -> ms: " + ", ".join(
         f"{rows}: {ms:.1f}" for rows, ms in calibration["batch_ms"].items())
-        + f"; stand-in sleeps {calibration['a_ms']:.2f} + {calibration['b_ms']:.2f} ms x rows")
+        + f"; stand-in sleeps {calibration['a_ms'] + args.fixed_ms:.2f} + "
+          f"{calibration['b_ms']:.2f} ms x rows")
     cases = [c for c in ("stand-in", "cpu") if c in args.cases.split(",")]
     waits = [_wait(w) for w in args.wait_ms.split(",")]
     streams = [int(n) for n in args.streams.split(",")]
@@ -409,7 +410,8 @@ def run_all(args: argparse.Namespace) -> dict:
                         "python": platform.python_version()},
             "model": f"{MODEL}@{SIZE} (dynamic batch)", "stream_fps": args.fps,
             "seconds": args.seconds, "warmup_s": args.warmup, "reps": args.reps,
-            "threads": args.threads, "calibration": calibration, "gates": GATES,
+            "threads": args.threads, "calibration": calibration, "fixed_ms": args.fixed_ms,
+            "gates": GATES,
             "rows": rows, "runs": runs, "memory": memory}
 
 
@@ -464,6 +466,8 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=10000,
                         help="frames of the memory run (0: none)")
     parser.add_argument("--memory-streams", type=int, default=4)
+    parser.add_argument("--fixed-ms", type=float, default=0.0,
+                        help="a launch cost per model run added to the stand-in (an NPU's)")
     parser.add_argument("--ceiling-seconds", type=float, default=2.0)
     parser.add_argument("--wait-ms", default="auto,0",
                         help="the batcher's deadlines to compare (auto: its default, half an "

@@ -12,11 +12,15 @@ When a batch runs: once every live stream has a frame in (each stream's infer st
 one request out, so that is a full batch), or at a deadline, or as soon as the model is free when
 the deadline is 0 (``wait_s=0``, greedy). A set deadline (``wait_s``) counts from the batch's
 first request, or from the end of the model's last run when that request came during it. The
-default (``wait_s=None``) waits only when the model is loaded: a frame that finds the model idle
+default (``wait_s=None``) waits only where waiting can pay: a frame that finds the model idle
 runs at once (light load: a frame never waits for another camera), and frames that came while
-the model ran wait for the other streams up to half the median time of the recent model runs,
-counted from the end of that run (a camera later than that runs in the next batch, so a slow or
-dead camera never stalls the others).
+the model ran wait for the other streams, counted from the end of that run, up to the model's
+fixed cost per run (``run_cost``: the intercept of run time against rows, fitted to the recent
+runs), at most half a median run. That is the break-even: a frame that misses the batch costs
+the model one more run's fixed cost later. A model whose time grows with rows alone (ONNX
+Runtime on a CPU) gains nothing from a batch and never waits; one with a launch cost per run
+(an NPU) waits up to that cost; a camera later than that runs in the next batch, so a slow or
+dead camera never stalls the others.
 Why not greedy under load: bench/multistream.py measured it, and batches do not fill by
 themselves: while one batch runs, the streams of the previous one are still post-processing, so
 runs alternate between a lone frame and the rest (sizes 1, 3, 1, 3 at 4 cameras; two cameras take
@@ -39,7 +43,7 @@ import logging
 import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,7 +52,7 @@ from edgefuse.errors import EdgefuseError, InputError, Ref
 
 log = logging.getLogger(__name__)
 
-RECENT_RUNS = 16  # model runs the default deadline is taken from
+RECENT_RUNS = 32  # model runs the default deadline is fitted to
 Run = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 
 
@@ -111,7 +115,8 @@ class Batcher:
         self._run, self.plan, self.wait_s = run, plan, wait_s
         self.streams = streams  # live streams: a batch with this many requests runs at once
         self.sizes: collections.Counter[int] = collections.Counter()
-        self._run_s: collections.deque[float] = collections.deque(maxlen=RECENT_RUNS)
+        self._runs: collections.deque[tuple[int, float]] = collections.deque(
+            maxlen=RECENT_RUNS)  # (rows, seconds) of the recent model runs
         self._free_at = 0.0  # time.monotonic() when the model's last run ended
         self._pending: collections.deque[_Request] = collections.deque()
         self._ready = threading.Condition()
@@ -178,7 +183,7 @@ class Batcher:
                 continue
             with self._ready:
                 self.sizes[len(batch)] += 1
-                self._run_s.append(time.perf_counter() - start)
+                self._runs.append((len(batch), time.perf_counter() - start))
                 self._free_at = time.monotonic()
             for request, rows in zip(batch, outputs, strict=True):
                 request.outcome = rows
@@ -210,10 +215,13 @@ class Batcher:
             return batch
 
     def _deadline_s(self) -> float:
-        """``wait_s``, or by default half the median of the recent model runs (0 before any)."""
+        """``wait_s``, or by default the model's fixed cost per run (``run_cost``), at most half
+        the median run."""
         if self.wait_s is not None:
             return self.wait_s
-        return statistics.median(self._run_s) / 2 if self._run_s else 0.0
+        fixed, _ = run_cost(self._runs)
+        median = statistics.median(seconds for _, seconds in self._runs) if self._runs else 0.0
+        return min(fixed, median / 2)
 
     def _full(self) -> bool:
         wanted = self.plan.max_batch if self.streams is None else min(self.streams,
@@ -239,6 +247,17 @@ class Batcher:
                     hint="set batch: 1 in the config (each stream then runs the model alone)",
                     reference=Ref.BAD_CONFIG)
         return [{name: array[i:i + 1] for name, array in outputs.items()} for i in range(count)]
+
+
+def run_cost(runs: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """The least-squares fit ``seconds = fixed + per_row * rows`` of ``runs`` (rows, seconds),
+    both at least 0; (0, 0) until runs of two sizes were seen (nothing to fit)."""
+    rows = np.array([r for r, _ in runs], float)
+    seconds = np.array([t for _, t in runs], float)
+    if len(set(rows.tolist())) < 2:
+        return 0.0, 0.0
+    per_row, fixed = np.polyfit(rows, seconds, 1)
+    return max(float(fixed), 0.0), max(float(per_row), 0.0)
 
 
 def _shape_key(feeds: Mapping[str, np.ndarray]) -> tuple:

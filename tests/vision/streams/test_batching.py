@@ -14,8 +14,7 @@ from edgefuse.acl.gears import OmGears
 from edgefuse.errors import InputError
 from edgefuse.runtime import open_session
 from edgefuse.session import TensorSpec
-from edgefuse.vision.streams import batching
-from edgefuse.vision.streams.batching import Batcher, BatchPlan, plan_batches
+from edgefuse.vision.streams.batching import Batcher, BatchPlan, plan_batches, run_cost
 
 pytestmark = pytest.mark.ort
 
@@ -187,15 +186,28 @@ def test_a_batch_below_one_is_a_config_error(wanted):
         plan_batches(Shapes(("N", 3)), wanted)
 
 
-def test_by_default_a_batch_waits_half_the_median_model_run_for_the_other_streams(monkeypatch):
-    clock = iter(np.arange(0.0, 1000.0, 0.5))  # perf_counter: each model run lasts 0.5 s
-    monkeypatch.setattr(batching.time, "perf_counter", lambda: float(next(clock)))
+@pytest.mark.parametrize(("runs", "expected"), [
+    ([(1, 0.014), (3, 0.034), (2, 0.024)], 0.004),  # a launch cost per run (an NPU): wait it
+    ([(1, 0.001), (3, 0.003), (2, 0.002)], 0.0),  # time grows with rows alone (a CPU): never
+    ([(1, 0.050), (2, 0.051)], 0.02525),  # fixed cost above half a median run: half a run
+    ([], 0.0),  # nothing measured: no wait
+])
+def test_by_default_a_batch_waits_up_to_the_models_fixed_cost_per_run(runs, expected):
     batcher = Batcher(lambda feeds: {"y": feeds["x"]}, BatchPlan(4))
-    assert batcher._deadline_s() == 0.0  # nothing measured yet: no wait
-    for value in range(3):
-        batcher.infer(row(float(value)))
-    assert batcher._deadline_s() == 0.25
+    batcher._runs.extend(runs)
+    assert batcher._deadline_s() == pytest.approx(expected, abs=1e-9)
     batcher.close()
     greedy = Batcher(lambda feeds: {"y": feeds["x"]}, BatchPlan(4), wait_s=0.0)
+    greedy._runs.extend(runs)
     assert greedy._deadline_s() == 0.0
     greedy.close()
+
+
+@pytest.mark.parametrize(("runs", "expected"), [
+    ([(1, 0.005), (2, 0.006), (4, 0.008)], (0.004, 0.001)),
+    ([(1, 0.003), (2, 0.006), (8, 0.024)], (0.0, 0.003)),
+    ([(2, 0.010), (2, 0.012)], (0.0, 0.0)),  # one size: nothing to fit
+    ([(1, 0.010), (2, 0.008)], (0.012, 0.0)),  # faster with more rows: no negative cost
+])
+def test_run_cost_is_the_fixed_and_per_row_time_of_the_runs(runs, expected):
+    assert run_cost(runs) == pytest.approx(expected, abs=1e-9)
