@@ -10,17 +10,18 @@ request gets the rows it put in.
 
 When a batch runs: once every live stream has a frame in (each stream's infer stage has at most
 one request out, so that is a full batch), or at a deadline, or as soon as the model is free when
-the deadline is 0 (``wait_s=0``, greedy). A set deadline (``wait_s``) counts from the batch's
-first request, or from the end of the model's last run when that request came during it. The
-default (``wait_s=None``) waits only where waiting can pay: a frame that finds the model idle
-runs at once (light load: a frame never waits for another camera), and frames that came while
-the model ran wait for the other streams, counted from the end of that run, up to the model's
-fixed cost per run (``run_cost``: the intercept of run time against rows, fitted to the recent
-runs), at most half a median run. That is the break-even: a frame that misses the batch costs
-the model one more run's fixed cost later. A model whose time grows with rows alone (ONNX
-Runtime on a CPU) gains nothing from a batch and never waits; one with a launch cost per run
-(an NPU) waits up to that cost; a camera later than that runs in the next batch, so a slow or
-dead camera never stalls the others.
+the deadline is 0 (``wait_s=0``, greedy). The deadline counts from the batch's first request, or
+from the end of the model's last run when that request came during it (otherwise two streams
+fall into turns, one running while the other's frame waits, and never batch). The default
+deadline (``wait_s=None``) is the model's fixed cost per run (``run_cost``: the intercept of run
+time against rows, fitted to the recent runs), at most half a median run. That is the
+break-even: a frame that misses the batch costs the model one more run's fixed cost later. A model
+whose time grows with rows alone (ONNX Runtime on a CPU) gains nothing from a batch and does not
+wait; one with a launch cost per run (an NPU) waits up to that cost; a camera later than that runs
+in the next batch, so a slow or dead camera never stalls the others. (Exempting a frame that
+finds the model idle was tried and measured worse: under load the first stream back after a batch
+always found the model idle, ran alone, and split every batch into 1 + the rest.)
+
 Why not greedy under load: bench/multistream.py measured it, and batches do not fill by
 themselves: while one batch runs, the streams of the previous one are still post-processing, so
 runs alternate between a lone frame and the rest (sizes 1, 3, 1, 3 at 4 cameras; two cameras take
@@ -201,11 +202,8 @@ class Batcher:
                     request.done.set()
                 self._pending.clear()
                 return None
-            oldest = self._pending[0].arrived
-            if self.wait_s is None and oldest > self._free_at:
-                left_s = 0.0  # it found the model idle: the other streams are not due now
-            else:  # from the oldest frame's arrival, or the end of the model's last run
-                left_s = max(oldest, self._free_at) + self._deadline_s() - time.monotonic()
+            since = max(self._pending[0].arrived, self._free_at)  # a frame in, the model free
+            left_s = since + self._deadline_s() - time.monotonic()
             if left_s > 0:
                 self._ready.wait_for(lambda: self._closed or self._full(), left_s)
             key = self._pending[0].key
