@@ -55,8 +55,8 @@ class AppConfig:
     source: str | int | None = None
     sources: tuple[StreamSpec, ...] = ()  # several streams (edgefuse.apps.streams)
     batch: int | None = None  # frames of different streams per model run; null: one per stream
-    batch_wait_ms: float | None = None  # a batch's wait for more streams' frames (null: half
-    # an inference, measured; 0: greedy)
+    batch_wait_ms: float | None = None  # a batch's wait for more streams' frames (null: the
+    # model's fixed cost per run, fitted; 0: greedy)
     backend: tuple[str, ...] = DEFAULT_BACKENDS
     threads: int | None = None
     device_id: int = 0
