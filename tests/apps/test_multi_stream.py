@@ -193,6 +193,18 @@ class FramesThenDrop:
         pass
 
 
+def dropping_camera(name: str, *, frames: int) -> LiveSource:
+    """A live camera that gives ``frames`` frames, drops, and never comes back (one attempt)."""
+    devices = [FramesThenDrop(frames)]
+
+    def opener():
+        if devices:
+            return devices.pop()
+        raise InputError("the camera is gone", reference=Ref.BAD_SOURCE)
+
+    return LiveSource(name, opener, reconnect=Reconnect(attempts=1, backoff_s=0.0))
+
+
 def test_a_lost_stream_is_reported_and_the_other_finishes(detector_onnx, tmp_path, capsys,
                                                           monkeypatch):
     """The scripted camera drops after three frames and its one reconnect attempt fails: it is
@@ -200,16 +212,8 @@ def test_a_lost_stream_is_reported_and_the_other_finishes(detector_onnx, tmp_pat
     real = runner.open_source
 
     def opening(spec, **options):
-        if spec != "scripted-camera":
-            return real(spec, **options)
-        devices = [FramesThenDrop(3)]
-
-        def opener():
-            if devices:
-                return devices.pop()
-            raise InputError("the camera is gone", reference=Ref.BAD_SOURCE)
-
-        return LiveSource(spec, opener, reconnect=Reconnect(attempts=1, backoff_s=0.0))
+        return (dropping_camera(spec, frames=3) if spec == "scripted-camera"
+                else real(spec, **options))
 
     monkeypatch.setattr(runner, "open_source", opening)
     write_clip(tmp_path / "a.mp4")
@@ -228,17 +232,8 @@ def test_a_lost_stream_is_reported_and_the_other_finishes(detector_onnx, tmp_pat
 
 
 def test_every_stream_lost_exits_with_the_loss(detector_onnx, tmp_path, capsys, monkeypatch):
-    def opening(spec, **options):
-        devices = [FramesThenDrop(2)]
-
-        def opener():
-            if devices:
-                return devices.pop()
-            raise InputError("the camera is gone", reference=Ref.BAD_SOURCE)
-
-        return LiveSource(spec, opener, reconnect=Reconnect(attempts=1, backoff_s=0.0))
-
-    monkeypatch.setattr(runner, "open_source", opening)
+    monkeypatch.setattr(runner, "open_source",
+                        lambda spec, **options: dropping_camera(spec, frames=2))
     code = main(["detect", "--model", str(detector_onnx), "--source", "cam-a", "--source",
                  "cam-b", *QUIET])
     assert code == 2

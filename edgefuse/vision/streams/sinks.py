@@ -137,21 +137,21 @@ class JsonlSink(Sink):
                 self._lines.write(json.dumps(record) + "\n")
 
     def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._lines.close()
-        if self._file is not None:
-            self._file.commit()
+        self._end(keep=True)
 
     def discard(self) -> None:
+        self._end(keep=False)
+
+    def _end(self, *, keep: bool) -> None:
+        """Close once: a staged file is renamed into place (``keep``) or removed."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         self._lines.close()
-        if self._file is not None:
+        if self._file is not None and keep:
+            self._file.commit()
+        elif self._file is not None:
             self._file.discard()
 
 
