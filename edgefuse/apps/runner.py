@@ -88,6 +88,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", action="append", metavar="NAME",
                         help="backend to try, in order; repeat or comma-separate "
                              f"({', '.join(BACKENDS)})")
+    parser.add_argument("--batch", type=int, metavar="N",
+                        help="frames of different streams per model run (default: one per "
+                             "stream; 1: no batching)")
+    parser.add_argument("--batch-wait-ms", type=float, metavar="MS",
+                        help="how long a batch waits for the other streams' frames (default: "
+                             "the model's fixed cost per run; 0: never)")
     parser.add_argument("--threads", type=int, metavar="N", help="ONNX Runtime intra-op threads")
     parser.add_argument("--device-id", type=int, metavar="N", help="NPU or GPU to use")
     parser.add_argument("--class-names", metavar="A,B,...",
@@ -108,8 +114,9 @@ def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
                      task_flags: tuple[str, ...]) -> Any:
     """The config file's values (or the defaults), with every flag given on top."""
     config = app_config.load(kind, args.config) if args.config else kind()
-    flags = ("model", "save", "jsonl", "show", "threads", "device_id", "class_names",
-             "stride", "live", "max_frames", "queue_size", "stats_every", "serial", *task_flags)
+    flags = ("model", "save", "jsonl", "show", "batch", "batch_wait_ms", "threads", "device_id",
+             "class_names", "stride", "live", "max_frames", "queue_size", "stats_every", "serial",
+             *task_flags)
     given = {key: getattr(args, key) for key in flags if getattr(args, key) is not None}
     if args.source:  # replaces the config's source or sources
         several = len(args.source) > 1

@@ -120,10 +120,11 @@ def test_two_streams_batch_through_one_segmenter_and_each_gets_its_own_class_map
     config = tmp_path / "cams.yaml"
     config.write_text(f"sources:\n  - {{name: red, source: {tmp_path / 'red'}}}\n"
                       f"  - {{name: blue, source: {tmp_path / 'blue'}}}\n"
-                      "batch_wait_ms: 60000\nclass_names: [r, g, b]\n")
+                      "class_names: [r, g, b]\n")
     (tmp_path / "out").mkdir()
     code = main(["segment", "--config", str(config), "--model", str(tmp_path / "channels.onnx"),
-                 "--jsonl", str(tmp_path / "out" / "{name}.jsonl"), *QUIET])
+                 "--jsonl", str(tmp_path / "out" / "{name}.jsonl"), "--batch-wait-ms", "60000",
+                 *QUIET])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "batches run: 6 of size 2" in captured.out
@@ -132,3 +133,20 @@ def test_two_streams_batch_through_one_segmenter_and_each_gets_its_own_class_map
                    (tmp_path / "out" / f"{name}.jsonl").read_text().splitlines()]
         assert len(records) == 6 and {r["stream"] for r in records} == {name}
         assert all(r["pixels"] == {cls: 32 * 32} for r in records), records[0]
+
+
+@pytest.mark.ort
+def test_batch_1_on_the_command_line_runs_every_frame_alone(tmp_path, capsys):
+    from tests.vision.models import channel_logits_model  # noqa: PLC0415 - one helper
+
+    model = channel_logits_model()
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_param = "N"
+    onnx.save(model, tmp_path / "channels.onnx")
+    write_clip(tmp_path / "a.mp4", frames=3)
+    code = main(["segment", "--model", str(tmp_path / "channels.onnx"), "--source",
+                 str(tmp_path / "a.mp4"), "--source", str(tmp_path / "a.mp4"), "--batch", "1",
+                 "--batch-wait-ms", "60000", *QUIET])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "batch up to 1" in captured.err and "batches run: 6 of size 1" in captured.out
