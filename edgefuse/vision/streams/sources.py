@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"})
 STREAM_SCHEMES = frozenset({"rtsp", "rtsps", "rtmp", "http", "https", "udp", "tcp", "srt"})
 _REF = Ref.BAD_SOURCE
+_EXHAUSTED = object()  # what next() gives at the end of an iterable source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +176,34 @@ def as_bgr(image: Any, where: str) -> np.ndarray:
 # ---- blocking sources --------------------------------------------------------------------------
 
 
-class CaptureSource(Source):
+class _SequentialSource(Source):
+    """A source read item by item in order (a capture, an iterable), every ``stride``-th kept."""
+
+    def __init__(self, name: str, stride: int = 1) -> None:
+        super().__init__(name, stride)
+        self._next = 0  # the index of the next item
+
+    def _next_item(self, skip: Callable[[], bool],
+                   take: Callable[[], tuple[bool, Any]]) -> tuple[int, Any] | None:
+        """After the first item, ``stride - 1`` items passed with ``skip`` (False: the end) and
+        counted as skipped; then one read with ``take``. (index, item), or None, closed, at the
+        end."""
+        if self._next and self.stride > 1:
+            for _ in range(self.stride - 1):
+                if not skip():
+                    self.close()
+                    return None
+                self._next += 1
+                self._count("skipped")
+        ok, item = take()
+        if not ok:
+            self.close()
+            return None
+        index, self._next = self._next, self._next + 1
+        return index, item
+
+
+class CaptureSource(_SequentialSource):
     """A video file (or a camera/URL read without dropping): every frame, in order."""
 
     def __init__(self, name: str, capture: Any, *, stride: int = 1) -> None:
@@ -184,29 +212,19 @@ class CaptureSource(Source):
         fps = capture.get(cv2().CAP_PROP_FPS)
         self.fps = float(fps) if fps and fps > 0 and np.isfinite(fps) else None
         self.frame_size = capture_size(capture)
-        self._next = 0
 
     def read(self, timeout: float | None = None) -> Frame | None:
         if self._finished:
             return None
         start = time.perf_counter()
-        if self._next and self.stride > 1:
-            for _ in range(self.stride - 1):
-                if not self._capture.grab():
-                    self.close()
-                    return None
-                self._next += 1
-                self._count("skipped")
-        ok, image = self._capture.read()
-        if not ok:
+        got = self._next_item(self._capture.grab, self._capture.read)
+        if got is None:
             if self._next == 0:
-                self.close()
                 raise InputError(f"no frame could be decoded from '{self.name}'",
                                  hint="check the file with another player; OpenCV reads what "
                                       "its FFmpeg can decode", reference=_REF)
-            self.close()
             return None
-        index, self._next = self._next, self._next + 1
+        index, image = got
         pts = index / self.fps if self.fps else None
         return Frame(index, image, time.time(), time.perf_counter(), pts=pts,
                      decode_s=time.perf_counter() - start)
@@ -268,32 +286,32 @@ class ImageSource(Source):
         return None
 
 
-class IterableSource(Source):
+class IterableSource(_SequentialSource):
     """Frames from a Python iterable of BGR uint8 arrays, every one, in order."""
 
     def __init__(self, frames: Iterable[Any], *, name: str = "<iterable>",
                  stride: int = 1) -> None:
         super().__init__(name, stride)
         self._frames = iter(frames)
-        self._next = 0
 
     def read(self, timeout: float | None = None) -> Frame | None:
         if self._finished:
             return None
         start = time.perf_counter()
-        if self._next and self.stride > 1:
-            skipped = sum(1 for _ in itertools.islice(self._frames, self.stride - 1))
-            self._next += skipped
-            self._count("skipped", skipped)
-        try:
-            item = next(self._frames)
-        except StopIteration:
-            self.close()
+        got = self._next_item(self._skip, self._take)
+        if got is None:
             return None
-        index, self._next = self._next, self._next + 1
+        index, item = got
         image = as_bgr(item, f"{self.name} frame {index}")
         return Frame(index, image, time.time(), time.perf_counter(),
                      decode_s=time.perf_counter() - start)
+
+    def _skip(self) -> bool:
+        return next(self._frames, _EXHAUSTED) is not _EXHAUSTED
+
+    def _take(self) -> tuple[bool, Any]:
+        item = next(self._frames, _EXHAUSTED)
+        return item is not _EXHAUSTED, item
 
 
 # ---- live sources ------------------------------------------------------------------------------
