@@ -105,8 +105,7 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
         board_model, head = folder / "opt.onnx", board_head(info)
         if head is not None:  # after the gates: the raw predictions are what they judge
             board_model = folder / "opt_head.onnx"
-            save_onnx(with_yolo_head(onnx.load(str(folder / "opt.onnx")), info, head),
-                      board_model)
+            save_onnx(append_yolo_head(onnx.load(str(folder / "opt.onnx")), head), board_model)
             step.say(f"appended YoloHead (conf={head.score_threshold:g}, "
                      f"iou={head.iou_threshold:g}, max_det={head.max_detections}): decode + NMS "
                      f"on the device -> {board_model}")
@@ -134,14 +133,6 @@ def board_head(info: AppInfo) -> YoloHeadOptions | None:
     given = {"conf": post.conf, "iou": post.iou, "max_det": post.max_det}
     return yolo_head_options({k: v for k, v in given.items() if v is not None},
                              "the demo detector's app info")
-
-
-def with_yolo_head(model: onnx.ModelProto, info: AppInfo,
-                   head: YoloHeadOptions) -> onnx.ModelProto:
-    """``model`` ending in the YoloHead, its app info saying the app reads the op's rows."""
-    post = dataclasses.replace(info.postprocess, layout="yolo_head")
-    return model_info.embed(append_yolo_head(model, head),
-                            dataclasses.replace(info, postprocess=post))
 
 
 def _count(model: onnx.ModelProto) -> str:

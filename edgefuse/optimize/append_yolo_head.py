@@ -12,6 +12,10 @@ shapes and meaning of its outputs), so no pipeline may run it by default; it is 
 explicitly (opt-in) with the thresholds the application wants. The result carries the op's ONNX
 function, so it runs on ONNX Runtime as well as, compiled by ATC, on the NPU.
 
+The app info a model carries (``edgefuse.model_info``) is updated with it: its layout becomes
+``yolo_head`` (the app reads the op's rows), else an app told ``yolov8`` would refuse the outputs
+it now has; the rest of the info (classes, preprocessing, thresholds) stays.
+
 Layout detection (``layout="auto"``): the axis with 5 + C (v5) or 4 + C (v8) entries is the
 short one, N is in the thousands; when the shape cannot tell (both axes small, or C unknown),
 the caller must name the layout.
@@ -25,11 +29,13 @@ import onnx
 import onnx.helper
 import onnx.shape_inference
 
+from edgefuse import model_info
 from edgefuse.acl.ops.host import attach_functions
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
 from edgefuse.errors import InputError, Ref
 
 LAYOUTS = ("auto", "yolov5", "yolov8")
+APP_LAYOUT = "yolo_head"  # how the apps read the op's outputs (model_info.DETECT_LAYOUTS)
 OUTPUT_NAMES = ("boxes", "scores", "classes", "num_detections")
 # The user-facing keys (``--yolo-head conf=0.25,iou=0.45,max_det=300``, the build spec's
 # ``optimize.yolo_head``): Ultralytics' predict argument names, then YoloHeadOptions' fields.
@@ -180,7 +186,16 @@ def append_yolo_head(
     _replace_output(graph, output, head, head_input, outputs, options.keep_predictions)
     if not any(entry.domain == "edgefuse" for entry in result.opset_import):
         result.opset_import.append(onnx.helper.make_opsetid("edgefuse", YOLO_HEAD.version))
-    return attach_functions(result)
+    return _read_as_head(attach_functions(result))
+
+
+def _read_as_head(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with the app info it carries (if any) saying its outputs read as the head's."""
+    info = model_info.from_onnx(model)
+    if info is None or info.postprocess.layout == APP_LAYOUT:
+        return model
+    post = dataclasses.replace(info.postprocess, layout=APP_LAYOUT)
+    return model_info.embed(model, dataclasses.replace(info, postprocess=post))
 
 
 def _pick_output(model: onnx.ModelProto, name: str | None) -> onnx.ValueInfoProto:

@@ -12,8 +12,10 @@ import numpy as np
 import onnx
 import pytest
 
+from edgefuse import model_info
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD
 from edgefuse.errors import InputError
+from edgefuse.model_info import AppInfo, Postprocess
 from edgefuse.optimize import optimize
 from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from tests.acl.ops.ops_testing import run_ort
@@ -231,6 +233,19 @@ def test_append_yolo_head_transposes_a_yolov5_output_and_keeps_it_on_request():
                                objectness=1, max_detections=5)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def test_append_yolo_head_makes_the_carried_app_info_read_the_heads_rows():
+    """optimize --yolo-head on a model whose app info says yolov8: the app must read the op's
+    rows afterwards (it refused the four outputs as yolov8's); the rest of the info stays."""
+    info = AppInfo(task="detect", classes=("a", "b", "c"),
+                   postprocess=Postprocess(layout="yolov8", conf=0.3, iou=0.5, max_det=50))
+    headed = model_info.from_onnx(append_yolo_head(model_info.embed(yolov8_model(), info)))
+    assert headed.postprocess.layout == "yolo_head"
+    assert headed.classes == info.classes and headed.task == "detect"
+    assert (headed.postprocess.conf, headed.postprocess.iou, headed.postprocess.max_det) == (
+        0.3, 0.5, 50)
+    assert model_info.from_onnx(append_yolo_head(yolov8_model())) is None  # none added
 
 
 def test_append_yolo_head_refuses_what_it_cannot_read():
