@@ -49,7 +49,7 @@ from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import AppInfo
 from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
 from edgefuse.vision.model.adapter import VisionModel
-from edgefuse.vision.streams.batching import Batcher, plan_batches
+from edgefuse.vision.streams.batching import Batcher, describe_sizes, plan_batches
 from edgefuse.vision.streams.multi import MultiPipeline, MultiSummary, Stream
 from edgefuse.vision.streams.sinks import (
     ImageFolderSink,
@@ -261,17 +261,15 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
             read = capture.count if capture is not None else 0
             ending = ("the frames in flight were dropped" if run.aborted
                       else "every one finished")
-            print(f"{stream.name + ': ' if several else ''}stopped: "
-                  f"{run.reason.replace('_', ' ')} after {read} frames read, {ending}")
+            print(_named(stream.name, len(streams), f"stopped: {run.reason.replace('_', ' ')} "
+                                                    f"after {read} frames read, {ending}"))
     if summary.reason != "end" and all(run.reason == "end" for run in summary.streams.values()):
         print(f"stopped: {summary.reason.replace('_', ' ')} as the streams ended; every frame "
               "was read and finished")
     for name, why in summary.lost.items():
         print(f"lost {name}: {why.splitlines()[0]}")
     if several:
-        sizes = ", ".join(f"{count} of size {size}"
-                          for size, count in sorted(batcher.sizes.items()))
-        print(f"batches run: {sizes or 'none'}")
+        print(f"batches run: {describe_sizes(batcher.sizes)}")
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
                                             in sorted(extras.stream_events.items())))

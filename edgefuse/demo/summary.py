@@ -9,6 +9,7 @@ from edgefuse.demo.clip_runs import ClipRun
 from edgefuse.demo.head_parity import CRITERION, HeadParity
 from edgefuse.demo.model_stages import SOC, PreparedModel
 from edgefuse.demo.multi_camera import MultiCameraRun
+from edgefuse.vision.streams.batching import describe_sizes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,10 +82,9 @@ def render_cameras(run: MultiCameraRun) -> str:
         ("ID switches", [str(c.scores.id_switches) for c in cameras]),
         ("fps per stream", [f"{c.fps:.0f} on {run.backend}" for c in cameras]),
     ]
-    batches = ", ".join(f"{count} of size {size}" for size, count in run.batches.items())
     files = [str(path) for c in cameras for path in c.files]
-    return "\n".join([*_columns(rows), f"batches: {batches} ({run.batching})", "",
-                      "wrote " + ", ".join(files)])
+    batches = f"batches: {describe_sizes(run.batches)} ({run.batching})"
+    return "\n".join([*_columns(rows), batches, "", "wrote " + ", ".join(files)])
 
 
 def _columns(rows: list[tuple[str, list[str]]]) -> list[str]:

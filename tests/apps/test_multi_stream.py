@@ -17,6 +17,7 @@ from edgefuse.errors import InputError, Ref
 from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from edgefuse.vision.streams.sources import LiveSource, Reconnect
 from tests.needs import optional
+from tests.vision.events.broker import free_port
 from tests.vision.models import write_clip
 
 pytestmark = pytest.mark.ort
@@ -359,11 +360,8 @@ def test_a_broker_that_refuses_exits_2_and_writes_nothing(detector_onnx, tmp_pat
     write_clip(tmp_path / "a.mp4")
     out = tmp_path / "out"
     out.mkdir()
-    with socket.socket() as closed:  # a port nobody listens on
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    config = tmp_path / "cams.yaml"
-    config.write_text(f"events: {{mqtt: {{host: 127.0.0.1, port: {port}}}}}\n")
+    config = tmp_path / "cams.yaml"  # a port nobody listens on
+    config.write_text(f"events: {{mqtt: {{host: 127.0.0.1, port: {free_port()}}}}}\n")
     code = main(["detect", "--config", str(config), "--model", str(detector_onnx), "--source",
                  str(tmp_path / "a.mp4"), "--jsonl", str(out / "a.jsonl"), *QUIET])
     assert code == 2

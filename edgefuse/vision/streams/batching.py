@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
 import statistics
 import threading
 import time
@@ -50,8 +49,6 @@ from typing import Any
 import numpy as np
 
 from edgefuse.errors import EdgefuseError, InputError, Ref
-
-log = logging.getLogger(__name__)
 
 RECENT_RUNS = 32  # model runs the default deadline is fitted to
 Run = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
@@ -146,7 +143,7 @@ class Batcher:
         return request.outcome
 
     def stream_ended(self) -> None:
-        """One stream fewer to wait for (with ``wait_s``)."""
+        """One stream fewer to wait for."""
         with self._ready:
             if self.streams is not None:
                 self.streams = max(self.streams - 1, 1)
@@ -256,6 +253,11 @@ def run_cost(runs: Sequence[tuple[int, float]]) -> tuple[float, float]:
         return 0.0, 0.0
     per_row, fixed = np.polyfit(rows, seconds, 1)
     return max(float(fixed), 0.0), max(float(per_row), 0.0)
+
+
+def describe_sizes(sizes: Mapping[int, int]) -> str:
+    """``sizes`` (batch size -> batches run) as the apps and the demo print it."""
+    return ", ".join(f"{count} of size {size}" for size, count in sorted(sizes.items())) or "none"
 
 
 def _shape_key(feeds: Mapping[str, np.ndarray]) -> tuple:

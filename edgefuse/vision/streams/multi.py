@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,10 +61,6 @@ class MultiSummary:
         (so a Ctrl-C always reads as one), else ``end``."""
         reasons = [s.reason for s in self.streams.values() if s.reason != "end"]
         return reasons[0] if reasons else self.interrupted or "end"
-
-    @property
-    def aborted(self) -> bool:
-        return any(s.aborted for s in self.streams.values())
 
 
 def check_stream_names(names: Sequence[str]) -> None:
@@ -108,7 +103,7 @@ class MultiPipeline:
 
     @property
     def frames_done(self) -> int:
-        return sum(p.stats.frames_done for p in self.pipelines.values())
+        return sum(p.frames_done for p in self.pipelines.values())
 
     def stop(self, reason: str = "stopped") -> None:
         for pipeline in self.pipelines.values():
@@ -188,16 +183,6 @@ class AnyOf:
 
     def is_set(self) -> bool:
         return any(event.is_set() for event in self.events)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Polls every ``_POLL_S``; True once set, False after ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.is_set():
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            self.events[0].wait(_POLL_S if deadline is None
-                                else min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
-        return True
 
 
 def _is_loss(error: BaseException) -> bool:
