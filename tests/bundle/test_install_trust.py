@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from edgefuse.bundle.archive import manifest_self_digest
 from edgefuse.bundle.bundle_check import verify_bundle, verify_tree
 from edgefuse.bundle.signing import new_key_pair
 from edgefuse.bundle.spec import load_spec
@@ -28,7 +27,15 @@ from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
-from tests.bundle.trust import PREFIX, build_version, host_python3, run_install, shim, state
+from tests.bundle.trust import (
+    PREFIX,
+    build_version,
+    host_python3,
+    rewrite_manifest,
+    run_install,
+    shim,
+    state,
+)
 
 pytestmark = pytest.mark.ort
 
@@ -64,17 +71,6 @@ def _trust(root: Path, public: Path) -> None:
 
 def _current(root: Path) -> str:
     return os.readlink(root / PREFIX / "current")
-
-
-def _rewrite_manifest(bundle: Path, change) -> None:
-    """Change MANIFEST.json's data and recompute its self-digest, as anyone can."""
-    data = json.loads((bundle / "MANIFEST.json").read_text())
-    change(data)
-    data["manifest_sha256"] = "0" * 64
-    text = json.dumps(data, indent=2) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    (bundle / "MANIFEST.json").write_text(text.replace("0" * 64, digest, 1))
-    assert manifest_self_digest((bundle / "MANIFEST.json").read_text())[1] == digest
 
 
 def _tar(folder: Path, top: str, path: Path) -> Path:
@@ -218,7 +214,7 @@ def test_a_planted_file_with_a_recomputed_manifest_digest_is_refused(signed, key
     shutil.copytree(signed["1.0.0"].bundle_dir, bundle)
     (bundle / "app/evil.py").write_text("import os\n")
     digest = hashlib.sha256(b"import os\n").hexdigest()
-    _rewrite_manifest(bundle, lambda data: data["files"].__setitem__("app/evil.py", digest))
+    rewrite_manifest(bundle, lambda data: data["files"].__setitem__("app/evil.py", digest))
     verify_tree(bundle)  # passes without a key: what the issue found
     _trust(root, keys["release"][1])
     archive = _tar(bundle, TOP, tmp_path / "evil.tar.gz")
@@ -275,7 +271,7 @@ def test_the_installed_installer_refuses_what_a_new_installer_would_wave_through
     lax = (bundle / "install.sh").read_text().replace('check_signature "$dir"\n', "")
     (bundle / "install.sh").write_text(lax)
     digest = hashlib.sha256(lax.encode()).hexdigest()
-    _rewrite_manifest(bundle, lambda data: data["files"].__setitem__("install.sh", digest))
+    rewrite_manifest(bundle, lambda data: data["files"].__setitem__("install.sh", digest))
     done = run_install(bundle / "install.sh", root, str(bundle))
     assert done.returncode == 2 and "the installer on this device refuses" in done.stderr
     assert _current(root).startswith("releases/small-1.0.0-")

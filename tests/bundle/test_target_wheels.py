@@ -26,7 +26,13 @@ from edgefuse.bundle.bundle_check import verify_tree
 from edgefuse.bundle.target_wheels import download_command, target_python
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
-from tests.bundle.trust import build_version, host_python3, run_install, shim
+from tests.bundle.trust import (
+    build_version,
+    host_python3,
+    rewrite_manifest,
+    run_install,
+    shim,
+)
 from tests.bundle.wheelhouse import HOST_PYTHON, dummy_wheel, requirement_floors
 
 pytestmark = pytest.mark.ort
@@ -143,12 +149,8 @@ def _tamper_keeping_the_manifest_whole(bundle: Path, relative: str) -> None:
     wheel = bundle / relative
     with zipfile.ZipFile(wheel, "a") as archive:
         archive.writestr("numpy/__init__.py", "raise SystemExit('planted')\n")
-    manifest = json.loads((bundle / "MANIFEST.json").read_text())
-    manifest["files"][relative] = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    manifest["manifest_sha256"] = "0" * 64
-    text = json.dumps(manifest, indent=2) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    (bundle / "MANIFEST.json").write_text(text.replace("0" * 64, digest, 1))
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    rewrite_manifest(bundle, lambda data: data["files"].__setitem__(relative, digest))
 
 
 def test_a_wheel_that_is_not_the_locked_one_is_refused_before_the_switch(small_build, tmp_path):

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from edgefuse.bundle.archive import manifest_self_digest
 from edgefuse.bundle.builder import BuildOutcome, build
 from tests.bundle.models import without_app, write_spec
 
 PREFIX = "opt/edgefuse/small"
+
+
+def rewrite_manifest(bundle: Path, change) -> None:
+    """Change MANIFEST.json's data and recompute its self-digest, as anyone can."""
+    data = json.loads((bundle / "MANIFEST.json").read_text())
+    change(data)
+    data["manifest_sha256"] = "0" * 64
+    text = json.dumps(data, indent=2) + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (bundle / "MANIFEST.json").write_text(text.replace("0" * 64, digest, 1))
+    assert manifest_self_digest((bundle / "MANIFEST.json").read_text())[1] == digest
 
 
 def run_install(script: Path, root: Path | None, *args: str, env: dict[str, str] | None = None,
