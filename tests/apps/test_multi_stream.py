@@ -7,21 +7,29 @@ from __future__ import annotations
 import json
 import re
 import socket
+import urllib.error
+import urllib.request
 
 import numpy as np
+import onnx
 import pytest
 
 from edgefuse.apps import runner
+from edgefuse.apps.analytics import AnalyticsConfig, AnalyticsSetup
+from edgefuse.apps.models import catalogue_info
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError, Ref
+from edgefuse.model_info import embed
+from edgefuse.models.catalogue import CATALOGUE
 from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
+from edgefuse.vision.streams.sinks import JsonlSink
 from edgefuse.vision.streams.sources import LiveSource, Reconnect
 from tests.needs import optional
 from tests.vision.events.broker import free_port
 from tests.vision.models import write_clip
 
 pytestmark = pytest.mark.ort
-optional("cv2")
+cv2 = optional("cv2")
 QUIET = ["--backend", "cpu", "--threads", "1", "--stats-every", "0"]
 LINE = "lines:\n  - {name: middle, start: [160, 0], end: [160, 240], margin: 2, anchor: center}\n"
 
@@ -30,14 +38,7 @@ LINE = "lines:\n  - {name: middle, start: [160, 0], end: [160, 240], margin: 2, 
 def batched_detector(tmp_path_factory):
     """The trained shapes detector exported with a dynamic batch dimension (the catalogue's
     conversion fixes it at 1), its app info embedded."""
-    optional("torch")
-    import onnx  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-
-    from edgefuse.apps.models import catalogue_info  # noqa: PLC0415
-    from edgefuse.model_info import embed  # noqa: PLC0415
-    from edgefuse.models.catalogue import CATALOGUE  # noqa: PLC0415
-
+    torch = optional("torch")
     entry = CATALOGUE["shapes_yolov8"]
     shape, _ = entry.shapes("full")
     path = tmp_path_factory.mktemp("model") / "shapes_batch.onnx"
@@ -53,8 +54,6 @@ def batched_detector(tmp_path_factory):
 def clips(tmp_path_factory):
     """Two different clips of moving shapes that cross x = 160: the sample clip's frames 0-49
     and 50-89."""
-    import cv2  # noqa: PLC0415
-
     folder = tmp_path_factory.mktemp("clips")
     capture = cv2.VideoCapture(str(SAMPLE_CLIP))
     frames = [capture.read()[1] for _ in range(90)]
@@ -265,11 +264,6 @@ def test_stream_states_are_published_journalled_counted_and_turn_health(tmp_path
     """``stream_state`` as a source's down/up/lost reach it: each publisher and the stream's
     JSON Lines get the event, it is counted, and /healthz answers 503 while a stream is down."""
     optional("aiohttp")
-    import urllib.error  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
-
-    from edgefuse.apps.analytics import AnalyticsConfig, AnalyticsSetup  # noqa: PLC0415
-    from edgefuse.vision.streams.sinks import JsonlSink  # noqa: PLC0415
 
     def health(url):
         try:

@@ -14,7 +14,7 @@ import pytest
 
 from edgefuse.cli.main import main
 from tests.needs import optional
-from tests.vision.models import constant_model, write_clip
+from tests.vision.models import channel_logits_model, constant_model, write_clip
 
 cv2 = optional("cv2")
 QUIET = ["--backend", "cpu", "--threads", "1", "--stats-every", "0"]
@@ -107,8 +107,6 @@ def test_two_streams_batch_through_one_segmenter_and_each_gets_its_own_class_map
                                                                                 capsys):
     """Image folders of a red and a blue scene, one dynamic-batch model whose class is each
     pixel's strongest RGB channel, batches of both streams: a swapped row shows the other's."""
-    from tests.vision.models import channel_logits_model  # noqa: PLC0415 - one helper
-
     model = channel_logits_model()
     for value in (*model.graph.input, *model.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "N"
@@ -137,8 +135,6 @@ def test_two_streams_batch_through_one_segmenter_and_each_gets_its_own_class_map
 
 @pytest.mark.ort
 def test_batch_1_on_the_command_line_runs_every_frame_alone(tmp_path, capsys):
-    from tests.vision.models import channel_logits_model  # noqa: PLC0415 - one helper
-
     model = channel_logits_model()
     for value in (*model.graph.input, *model.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "N"
