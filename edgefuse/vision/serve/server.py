@@ -1,11 +1,18 @@
 """The live view's web server: ``/`` (the page), ``/stream/<name>.mjpg``, ``/api/state``,
-``/metrics`` (Prometheus) and ``/healthz``, on aiohttp in a thread of its own.
+``/api/events``, ``/snapshots/<path>``, ``/metrics`` (Prometheus) and ``/healthz``, on aiohttp
+in a thread of its own.
 
 Why a thread with its own event loop: the pipeline is threads and blocking calls; aiohttp serves
 many slow MJPEG clients from one thread without touching them. Access: no login on the loopback
 address (the default, 127.0.0.1); bound anywhere else a token is required (``?token=`` or
 ``Authorization: Bearer``) and refused when missing, except ``/healthz``, which says no more
 than whether streams stall. A port in use is a clear error before the first frame.
+
+``/api/events?after=SEQ`` gives the latest events as the analytics emitted them (whatever their
+fields), each with its ``seq``; an event whose ``snapshot`` or ``clip`` is a file inside the app's
+snapshot folder also gets ``snapshot_url`` / ``clip_url``, served by ``/snapshots/<path>``, which
+serves files inside that folder and nothing else: the path is resolved (``..``, absolute paths
+and symbolic links included) and refused unless it stays inside the folder.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import asyncio
 import ipaddress
 import json
 import threading
+import urllib.parse
+from pathlib import Path
 from typing import Any
 
 from edgefuse._deps import require
@@ -24,6 +33,9 @@ from edgefuse.vision.serve.state import LiveState
 
 BOUNDARY = "edgefuseframe"
 _STARTUP_TIMEOUT_S = 30.0
+MEDIA_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
+               ".mp4": "video/mp4"}
+MEDIA_FIELDS = {"snapshot": "snapshot_url", "clip": "clip_url"}
 
 
 def is_loopback(host: str) -> bool:
@@ -37,13 +49,14 @@ def is_loopback(host: str) -> bool:
 
 class LiveServer:
     def __init__(self, state: LiveState, host: str = "127.0.0.1", port: int = 8080, *,
-                 token: str | None = None) -> None:
+                 token: str | None = None, snapshot_dir: str | Path | None = None) -> None:
         self.web = require("aiohttp.web", extra="serve", purpose="the live view (--serve)")
         if not is_loopback(host) and not token:
             raise InputError(f"--serve on {host} would show the cameras to the network without "
                              "a login", hint="set serve_token (or EDGEFUSE_SERVE_TOKEN), or "
                              "serve on 127.0.0.1", reference=Ref.BAD_CONFIG)
         self.state, self.host, self.port, self.token = state, host, port, token
+        self.snapshot_dir = Path(snapshot_dir).resolve() if snapshot_dir is not None else None
         self.registry = metrics.registry_for(state)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: Any = None
@@ -97,6 +110,8 @@ class LiveServer:
         web = self.web
         app = web.Application(middlewares=[self._auth])
         app.add_routes([web.get("/", self._page), web.get("/api/state", self._api_state),
+                        web.get("/api/events", self._api_events),
+                        web.get("/snapshots/{path:.+}", self._snapshot),
                         web.get("/metrics", self._metrics), web.get("/healthz", self._healthz),
                         web.get("/stream/{name}.mjpg", self._mjpeg)])
         self._runner = web.AppRunner(app, access_log=None)
@@ -127,15 +142,58 @@ class LiveServer:
     async def _api_state(self, request):
         return self.web.json_response(self.state.snapshot())
 
+    async def _api_events(self, request):
+        try:
+            after = int(request.query.get("after", "0"))
+            limit = int(request.query.get("limit", "50"))
+        except ValueError:
+            raise self.web.HTTPBadRequest(text="after and limit are integers\n") from None
+        newest, events = self.state.events(after, limit)
+        return self.web.json_response({"last": newest,
+                                       "events": [self._with_urls(e) for e in events]})
+
+    def _with_urls(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``event`` with a URL for each of its media files that ``/snapshots/`` will serve (an
+        event names its files as written: absolute, or relative to the working folder)."""
+        for field, url_field in MEDIA_FIELDS.items():
+            value = event.get(field)
+            inside = self._servable(Path(value)) if isinstance(value, str) and value else None
+            if inside is not None:
+                event[url_field] = "snapshots/" + urllib.parse.quote(
+                    inside.relative_to(self.snapshot_dir).as_posix())
+        return event
+
+    def _servable(self, path: Path) -> Path | None:
+        """``path`` resolved, when it names a media file inside the snapshot folder."""
+        if self.snapshot_dir is None or "\0" in str(path):
+            return None
+        resolved = path.resolve()  # "..", symbolic links: where the file really is
+        if (not resolved.is_relative_to(self.snapshot_dir)
+                or resolved.suffix.lower() not in MEDIA_TYPES or not resolved.is_file()):
+            return None
+        return resolved
+
+    async def _snapshot(self, request):
+        if self.snapshot_dir is None:
+            raise self.web.HTTPNotFound(text="no snapshot folder\n")
+        # lstrip: "/etc/passwd" joined to the folder would replace it (and then be refused)
+        found = self._servable(self.snapshot_dir / request.match_info["path"].lstrip("/"))
+        if found is None:
+            raise self.web.HTTPNotFound(text="no such snapshot\n")
+        return self.web.FileResponse(found, headers={
+            "Content-Type": MEDIA_TYPES[found.suffix.lower()], "Cache-Control": "max-age=3600",
+            "X-Content-Type-Options": "nosniff"})
+
     async def _metrics(self, request):
         body = metrics.render(self.registry)
         return self.web.Response(body=body, headers={
             "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def _healthz(self, request):
-        stalled = self.state.stalled()
-        return self.web.Response(status=503 if stalled else 200, content_type="application/json",
-                                 text=json.dumps({"ok": not stalled, "stalled": stalled}))
+        health = self.state.health()
+        return self.web.Response(status=200 if health.ok else 503,
+                                 content_type="application/json",
+                                 text=json.dumps({"ok": health.ok, "stalled": health.stalled}))
 
     async def _mjpeg(self, request):
         name = request.match_info["name"]

@@ -64,7 +64,7 @@ def test_endpoints_answer_from_the_same_state(served):
     assert status == 200 and b'edgefuse_fps{stream="gate"} 9.0' in body
     status, body = _get(server.url + "healthz")
     assert status == 200 and json.loads(body) == {"ok": True, "stalled": []}
-    state.set_up("yard", False)
+    state.source_state("yard", "down")
     status, body = _get(server.url + "healthz")
     assert status == 503 and json.loads(body)["stalled"] == ["yard"]
     assert _get(server.url + "stream/nope.mjpg")[0] == 404

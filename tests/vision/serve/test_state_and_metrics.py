@@ -28,8 +28,9 @@ def test_a_stream_without_frames_for_stall_s_is_stalled():
     clock.now += 2.0  # yard: 6 s since the start with no frame; gate: 2 s since its frame
     assert state.stalled() == ["yard"]
     state.frame("yard", b"jpeg")
-    state.set_up("gate", False)
+    state.source_state("gate", "down")
     assert state.stalled() == ["gate"]
+    assert state.health().states == {"gate": "reconnecting", "yard": "live"}
 
 
 def test_a_stream_that_ended_is_done_not_stalled_but_a_lost_one_stays_unhealthy():
@@ -38,11 +39,13 @@ def test_a_stream_that_ended_is_done_not_stalled_but_a_lost_one_stays_unhealthy(
     state.frame("file", b"jpeg")
     state.frame("camera", b"jpeg")
     state.end("file")  # read to its end: its LiveSink closed
-    state.set_up("camera", False)
+    state.source_state("camera", "down")
+    state.source_state("camera", "lost")
     state.end("camera")  # lost: its pipeline ended too, after saying it was down
     clock.now += 60.0
     assert state.stalled() == ["camera"]
     assert state.snapshot()["file"]["ended"] and not state.snapshot()["file"]["stalled"]
+    assert state.health().states == {"file": "ended", "camera": "lost"}
 
 
 def test_repeated_stream_names_are_refused():
