@@ -209,12 +209,10 @@ class AnalyticsSetup:
         self.state.source_state(stream, state)
 
     def sinks(self, stream: str, stats: Any = None) -> list[Sink]:
-        """The stream's ``LiveSink``: counts and stats (and JPEG frames) only when served."""
+        """The stream's ``LiveSink``: stats and JPEG frames only when served."""
         if self.server is None:
             return [LiveSink(self.state, stream, encode=False)]
-        tracked = self.wrapped.get(stream)
-        return [LiveSink(self.state, stream, counts=tracked.counts if tracked else None,
-                         stats=stats)]
+        return [LiveSink(self.state, stream, stats=stats)]
 
     def close(self) -> None:
         for publisher in reversed(self.publishers):

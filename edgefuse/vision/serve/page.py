@@ -3,11 +3,13 @@ streams in 1280x720 without scrolling), each with its state, fps and latency und
 table per stream (lines in/out per class, zones now/entered) and the latest events, with their
 snapshots, in a side panel.
 
-Plain HTML, CSS and a little JavaScript polling ``/api/state`` and ``/api/events?after=``: nothing
-to build, nothing fetched from elsewhere (a camera box is often offline), the same numbers as
-``/metrics``. Everything a stream or an event brings in (names, classes, details) is set as text,
-never as HTML. A poll rewrites a counts table only when its numbers changed and appends only the
-events it has not shown, so an idle page costs the browser next to nothing.
+Plain HTML, CSS and a little JavaScript: the tiles' frames over one WebSocket (``/api/frames``;
+the server module says why not an MJPEG stream per tile), ``/api/state`` and
+``/api/events?after=`` polled: nothing to build, nothing fetched from elsewhere (a camera box is
+often offline), the same numbers as ``/metrics``. Everything a stream or an event brings in
+(names, classes, details) is set as text, never as HTML. A poll rewrites a counts table only
+when its numbers changed and appends only the events it has not shown, so an idle page costs
+the browser next to nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ main { flex: 1; min-height: 0; display: grid; grid-template-columns: minmax(0, 1
 .tile .view { flex: 1; min-height: 0; position: relative; background: #000; }
 .tile .view img { position: absolute; inset: 0; width: 100%; height: 100%;
                   object-fit: contain; }
+.tile .view img:not([src]) { visibility: hidden; }
 .tile.ended .view img, .tile.lost .view img { opacity: .45; filter: grayscale(.8); }
 .tile.lost, .tile.stalled, .tile.reconnecting { border-color: var(--bad); }
 .tile footer { display: flex; align-items: center; gap: 10px; height: 28px; padding: 0 8px;
@@ -76,6 +79,10 @@ table.counts tr.group td { color: var(--muted); border-top: none; padding-top: 6
              border-top: 1px solid var(--line); }
 #events li .thumb { width: 64px; height: 40px; flex: none; border-radius: 4px;
                     background: #000 center / cover no-repeat; }
+#events li .mark { width: 4px; align-self: stretch; flex: none; border-radius: 2px;
+                   background: var(--accent); }
+#events li .mark.zone { background: var(--live); }
+#events li .mark.stream { background: var(--warn); }
 #events li .what { font-weight: 600; }
 #events li .when { color: var(--muted); font-size: 11px; }
 #events li a { color: var(--accent); }
@@ -180,6 +187,24 @@ function describe(event) {
   }
 }
 
+function connectFrames() {
+  const base = location.href.replace(/^http/, "ws").replace(/[?#].*$/, "").replace(/[^/]*$/, "");
+  const socket = new WebSocket(base + "api/frames" + QUERY);
+  socket.binaryType = "arraybuffer";
+  socket.onmessage = (message) => {
+    const data = new Uint8Array(message.data);
+    const length = data[0] | (data[1] << 8);
+    const name = new TextDecoder().decode(data.subarray(2, 2 + length));
+    const image = $("image-" + name);
+    if (!image) return;
+    const previous = image.src;
+    image.onload = () => { if (previous.startsWith("blob:")) URL.revokeObjectURL(previous); };
+    image.src = URL.createObjectURL(new Blob([data.subarray(2 + length)], {type: "image/jpeg"}));
+  };
+  socket.onclose = () => setTimeout(connectFrames, POLL_MS);
+}
+connectFrames();
+
 let lastEvent = 0;
 function showEvents(answer) {
   const list = $("events");
@@ -187,13 +212,16 @@ function showEvents(answer) {
     const item = el("li");
     item.dataset.seq = event.seq;
     item.dataset.type = event.type;
-    const thumb = el(event.snapshot_url ? "a" : "div", "thumb");
+    const kind = String(event.type || "").split("_")[0];
     if (event.snapshot_url) {
+      const thumb = el("a", "thumb");
       thumb.href = withToken(event.snapshot_url);
       thumb.target = "_blank";
       thumb.style.backgroundImage = "url(" + JSON.stringify(withToken(event.snapshot_url)) + ")";
+      item.appendChild(thumb);
+    } else {
+      item.appendChild(el("div", "mark " + kind));
     }
-    item.appendChild(thumb);
     const text = el("div");
     const [what, detail] = describe(event);
     text.appendChild(el("div", "what", what));
@@ -244,10 +272,9 @@ def render_page(streams: list[str], token: str | None) -> str:
     tiles, tables = [], []
     for name in streams:
         safe = html.escape(name)
-        source = html.escape(f"stream/{urllib.parse.quote(name)}.mjpg{query}")
         tiles.append(
             f'<div class="tile starting" id="tile-{safe}">'
-            f'<div class="view"><img id="image-{safe}" src="{source}" alt="{safe}"></div>'
+            f'<div class="view"><img id="image-{safe}" alt="{safe}"></div>'
             f'<footer><span class="name">{safe}</span>'
             f'<span class="badge starting" id="state-{safe}">starting</span>'
             f'<span class="numbers"><span id="fps-{safe}">- fps</span> · '

@@ -1,6 +1,15 @@
-"""The live view's web server: ``/`` (the page), ``/stream/<name>.mjpg``, ``/api/state``,
-``/api/events``, ``/snapshots/<path>``, ``/metrics`` (Prometheus) and ``/healthz``, on aiohttp
-in a thread of its own.
+"""The live view's web server: ``/`` (the page), ``/api/frames`` (every stream's frames over one
+WebSocket), ``/stream/<name>.mjpg`` (one stream, for players), ``/api/state``, ``/api/events``,
+``/snapshots/<path>``, ``/metrics`` (Prometheus) and ``/healthz``, on aiohttp in a thread of its
+own.
+
+Why the page's tiles come over one WebSocket and not one MJPEG stream each: a browser opens at
+most six HTTP/1.1 connections to a host, and each MJPEG stream holds one for good, so from six
+tiles on the page's own polls of ``/api/state`` waited forever (and each stream held a thread of
+the server's executor). One WebSocket carries every tile, each message one stream's latest
+frame (2-byte little-endian name length, the name in UTF-8, the JPEG), at most ``page_fps`` a
+second per stream: a dashboard tile needs no more, and a slow browser gets the latest frames,
+not a backlog.
 
 Why a thread with its own event loop: the pipeline is threads and blocking calls; aiohttp serves
 many slow MJPEG clients from one thread without touching them. Access: no login on the loopback
@@ -20,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import struct
 import threading
 import urllib.parse
 from pathlib import Path
@@ -36,6 +46,7 @@ _STARTUP_TIMEOUT_S = 30.0
 MEDIA_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
                ".mp4": "video/mp4"}
 MEDIA_FIELDS = {"snapshot": "snapshot_url", "clip": "clip_url"}
+PAGE_FPS = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -49,7 +60,8 @@ def is_loopback(host: str) -> bool:
 
 class LiveServer:
     def __init__(self, state: LiveState, host: str = "127.0.0.1", port: int = 8080, *,
-                 token: str | None = None, snapshot_dir: str | Path | None = None) -> None:
+                 token: str | None = None, snapshot_dir: str | Path | None = None,
+                 page_fps: float = PAGE_FPS) -> None:
         self.web = require("aiohttp.web", extra="serve", purpose="the live view (--serve)")
         if not is_loopback(host) and not token:
             raise InputError(f"--serve on {host} would show the cameras to the network without "
@@ -57,6 +69,7 @@ class LiveServer:
                              "serve on 127.0.0.1", reference=Ref.BAD_CONFIG)
         self.state, self.host, self.port, self.token = state, host, port, token
         self.snapshot_dir = Path(snapshot_dir).resolve() if snapshot_dir is not None else None
+        self.page_fps = page_fps
         self.registry = metrics.registry_for(state)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: Any = None
@@ -111,6 +124,7 @@ class LiveServer:
         app = web.Application(middlewares=[self._auth])
         app.add_routes([web.get("/", self._page), web.get("/api/state", self._api_state),
                         web.get("/api/events", self._api_events),
+                        web.get("/api/frames", self._frames),
                         web.get("/snapshots/{path:.+}", self._snapshot),
                         web.get("/metrics", self._metrics), web.get("/healthz", self._healthz),
                         web.get("/stream/{name}.mjpg", self._mjpeg)])
@@ -194,6 +208,25 @@ class LiveServer:
         return self.web.Response(status=200 if health.ok else 503,
                                  content_type="application/json",
                                  text=json.dumps({"ok": health.ok, "stalled": health.stalled}))
+
+    async def _frames(self, request):
+        web = self.web
+        socket = web.WebSocketResponse(heartbeat=30.0)
+        await socket.prepare(request)
+        loop = asyncio.get_running_loop()
+        versions: dict[str, int] = {}
+        while not self._stopping.is_set() and not socket.closed:
+            newer = await loop.run_in_executor(None, self.state.wait_any_newer, versions, 1.0)
+            try:
+                for name, (version, jpeg) in newer.items():
+                    versions[name] = version
+                    label = name.encode()
+                    await socket.send_bytes(struct.pack("<H", len(label)) + label + jpeg)
+            except (ConnectionResetError, RuntimeError):
+                break  # the browser went away
+            if newer:
+                await asyncio.sleep(1.0 / self.page_fps)  # the page's frame rate, not faster
+        return socket
 
     async def _mjpeg(self, request):
         name = request.match_info["name"]

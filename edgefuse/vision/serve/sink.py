@@ -4,8 +4,10 @@ frame as JPEG.
 
 Why encode here, in the sink thread: JPEG encoding is the expensive part of serving MJPEG, and
 OpenCV's encoder releases the GIL, so it overlaps inference like the other sinks; the web server
-then only copies bytes, whatever the number of browsers watching. Without a page
-(``encode=False``) the sink asks for no image, so nothing is drawn or encoded for it.
+then only copies bytes, whatever the number of browsers watching. Counts are the frame's own
+(a ``TrackedResult``'s, made in the postprocess thread with that frame), so the page shows the
+counts of the frame it shows and never reads a counter while another thread updates it.
+Without a page (``encode=False``) the sink asks for no image: nothing is drawn or encoded.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ class LiveSink(Sink):
         if image is not None and self.needs_image:
             ok, encoded = cv2().imencode(".jpg", image, [cv2().IMWRITE_JPEG_QUALITY, self.quality])
             jpeg = encoded.tobytes() if ok else None
-        self.state.frame(self.stream, jpeg,
-                         counts=self._counts() if self._counts else None,
+        counts = self._counts() if self._counts else getattr(result.result, "counts", None)
+        self.state.frame(self.stream, jpeg, counts=counts,
                          stats=self._stats() if self._stats else None)
 
     def close(self) -> None:

@@ -138,6 +138,18 @@ class LiveState:
             view = self._views[stream]
             return view.version, view.jpeg
 
+    def wait_any_newer(self, versions: dict[str, int], timeout: float
+                       ) -> dict[str, tuple[int, bytes]]:
+        """Each stream's latest frame whose version passed its entry in ``versions``, once any
+        has (or nothing after ``timeout``): what one connection showing every tile waits on."""
+        def newer() -> dict[str, tuple[int, bytes]]:
+            return {name: (view.version, view.jpeg) for name, view in self._views.items()
+                    if view.jpeg is not None and view.version > versions.get(name, 0)}
+
+        with self._changed:
+            self._changed.wait_for(lambda: bool(newer()), timeout)
+            return newer()
+
     def health(self) -> Health:
         now = self._clock()
         with self._changed:

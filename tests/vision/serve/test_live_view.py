@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import threading
 import urllib.error
 import urllib.request
@@ -18,6 +16,8 @@ from edgefuse.vision.serve.sink import LiveSink
 from edgefuse.vision.serve.state import LiveState
 from edgefuse.vision.streams.frames import Frame, FrameResult
 from tests.needs import optional
+from tests.vision.serve.browser import as_shown, shown_counts
+from tests.vision.serve.browser import browser as open_browser
 
 pytestmark = pytest.mark.unit
 optional("aiohttp")
@@ -114,24 +114,6 @@ def test_a_port_in_use_is_a_clear_error(served):
         LiveServer(LiveState(["a"]), "127.0.0.1", server.port).start()
 
 
-def _browser():
-    webdriver = optional("selenium.webdriver")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not (chromium and driver):
-        if os.environ.get("CI"):
-            raise RuntimeError("CI must install chromium and chromium-driver (see .ci/run)")
-        pytest.skip("chromium and chromium-driver are not installed")
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    options.page_load_strategy = "eager"  # the MJPEG images never finish loading
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1200,800"):
-        options.add_argument(argument)
-    return webdriver.Chrome(service=Service(driver), options=options)
-
-
 def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -142,7 +124,7 @@ def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served,
              for name in ("gate", "yard")}
     for sink in sinks.values():
         _feed(sink, 30)
-    browser = _browser()
+    browser = open_browser()
     try:
         browser.get(server.url)
         wait = WebDriverWait(browser, 30)
@@ -153,9 +135,8 @@ def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served,
             before = image.screenshot_as_png
             _feed(sinks[name], 220, 1)  # a new, brighter frame: the tile must change
             wait.until(lambda _, image=image, before=before: image.screenshot_as_png != before)
-            shown = browser.find_element(By.ID, f"counts-{name}")
-            wait.until(lambda _, shown=shown, name=name: json.loads(shown.text or "{}")
-                       == counts[name])
+            wait.until(lambda _, name=name: shown_counts(browser, name)
+                       == as_shown(counts[name]))
         browser.save_screenshot(str(tmp_path / "live-view.png"))
     finally:
         browser.quit()
