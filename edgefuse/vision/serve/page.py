@@ -65,7 +65,7 @@ aside h2 { margin: 0; padding: 10px 12px 6px; font-size: 11px; font-weight: 650;
            color: var(--muted); text-transform: uppercase; letter-spacing: .08em; }
 .scroll { overflow-y: auto; min-height: 0; padding: 0 12px 8px; }
 #counts { flex: 0 1 auto; max-height: 50%; }
-#events { flex: 1; margin: 0; list-style: none; }
+#events { margin: 0; padding: 0; list-style: none; }
 table.counts { width: 100%; border-collapse: collapse; margin-bottom: 10px;
                font-variant-numeric: tabular-nums; }
 table.counts caption { text-align: left; font-weight: 600; padding: 2px 0 4px; }
@@ -115,10 +115,12 @@ function countsTable(name, counts) {
     row.className = "group";
     for (const text of [title, "class", first, second]) row.appendChild(el("td", "", text));
   }
+  let previous = null;
   function add(kind, name, cls, fields) {
     const row = table.insertRow();
     Object.assign(row.dataset, {kind: kind, name: name, class: cls});
-    row.appendChild(el("td", "", name));
+    row.appendChild(el("td", "", previous === kind + name ? "" : name));
+    previous = kind + name;
     row.appendChild(el("td", "", cls || "-"));
     for (const [field, value] of fields) {
       const cell = el("td", "", String(value));

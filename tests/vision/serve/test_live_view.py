@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
@@ -140,3 +141,74 @@ def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served,
         browser.save_screenshot(str(tmp_path / "live-view.png"))
     finally:
         browser.quit()
+
+
+@pytest.fixture
+def with_snapshots(tmp_path):
+    """A server whose snapshot folder holds one JPEG, next to a secret outside it."""
+    folder = tmp_path / "snapshots"
+    (folder / "gate").mkdir(parents=True)
+    ok, jpeg = cv2.imencode(".jpg", _image(90))
+    (folder / "gate" / "door-1.jpg").write_bytes(jpeg.tobytes())
+    (folder / "notes.txt").write_text("not media\n")
+    (tmp_path / "secret.jpg").write_bytes(b"SECRET-BYTES")
+    (folder / "link.jpg").symlink_to(tmp_path / "secret.jpg")
+    state = LiveState(["gate"], stall_s=3600)
+    server = LiveServer(state, "127.0.0.1", 0, snapshot_dir=folder)
+    server.start()
+    yield state, server, folder, jpeg.tobytes()
+    server.stop()
+
+
+def _raw_get(server: LiveServer, path: str) -> tuple[int, bytes]:
+    """GET ``path`` exactly as written (urllib and browsers would normalise the dots)."""
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        connection.putrequest("GET", path, skip_accept_encoding=True)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_events_come_as_emitted_with_urls_for_snapshots_inside_the_folder(with_snapshots):
+    state, server, folder, jpeg = with_snapshots
+    crossing = {"type": "line_crossed", "line": "door", "direction": "in", "class": "person",
+                "track_id": 7, "stream": "gate", "time": 1.5,
+                "snapshot": str(folder / "gate" / "door-1.jpg")}
+    state.publish(crossing)
+    state.publish({"type": "clip_ready", "stream": "gate", "clip": str(folder / "none.mp4")})
+    state.publish({"type": "zone_entered", "zone": "bay", "stream": "gate",
+                   "snapshot": str(folder.parent / "secret.jpg")})  # outside: no URL
+    status, body = _get(server.url + "api/events")
+    answer = json.loads(body)
+    assert status == 200 and answer["last"] == 3
+    first, clip, outside = answer["events"]
+    assert first == {**crossing, "seq": 1, "snapshot_url": "snapshots/gate/door-1.jpg"}
+    assert "clip_url" not in clip  # no such file
+    assert "snapshot_url" not in outside
+    assert _get(server.url + first["snapshot_url"]) == (200, jpeg)
+    assert json.loads(_get(server.url + "api/events?after=2")[1])["events"] == [
+        {**outside, "seq": 3}]
+    assert _get(server.url + "api/events?after=x")[0] == 400
+
+
+@pytest.mark.parametrize("attack", [
+    "/snapshots/../secret.jpg", "/snapshots/%2e%2e/secret.jpg", "/snapshots/..%2fsecret.jpg",
+    "/snapshots/gate/../../secret.jpg", "/snapshots/%2e%2e%2f%2e%2e%2fsecret.jpg",
+    "/snapshots//{tmp}/secret.jpg", "/snapshots/%2f{tmp}/secret.jpg", "/snapshots/link.jpg",
+    "/snapshots/notes.txt", "/snapshots/gate", "/snapshots/gate/door-1.jpg%00.txt",
+    "/snapshots/..\\secret.jpg", "/../secret.jpg"])
+def test_the_snapshot_route_serves_nothing_outside_its_folder(with_snapshots, attack):
+    _, server, folder, _ = with_snapshots
+    status, body = _raw_get(server, attack.replace("{tmp}", str(folder.parent).lstrip("/")))
+    assert status in (400, 404) and b"SECRET" not in body and b"not media" not in body
+
+
+def test_without_a_snapshot_folder_nothing_is_served(served, tmp_path):
+    state, server = served
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    state.publish({"type": "line_crossed", "snapshot": str(tmp_path / "a.jpg")})
+    assert "snapshot_url" not in json.loads(_get(server.url + "api/events")[1])["events"][0]
+    assert _raw_get(server, "/snapshots/a.jpg")[0] == 404

@@ -72,3 +72,55 @@ def test_metrics_render_counts_stats_and_health():
     clock.now += 6.0
     assert 'edgefuse_stream_up{stream="gate"} 0.0' in metrics.render(
         metrics.registry_for(state)).decode()
+
+
+def test_a_stream_goes_through_its_states_and_the_health_follows():
+    clock = _Clock()
+    state = LiveState(["cam"], stall_s=5.0, clock=clock)
+    seen = [state.health().states["cam"]]
+    state.frame("cam", b"jpeg")
+    seen.append(state.health().states["cam"])
+    state.source_state("cam", "down")
+    seen.append(state.health().states["cam"])
+    state.source_state("cam", "up")
+    state.frame("cam", b"jpeg")
+    seen.append(state.health().states["cam"])
+    clock.now += 6.0
+    seen.append(state.health().states["cam"])
+    state.end("cam")
+    seen.append(state.health().states["cam"])
+    assert seen == ["starting", "live", "reconnecting", "live", "stalled", "ended"]
+    assert state.healthy() and state.snapshot()["cam"]["state"] == "ended"
+    with pytest.raises(ValueError, match="unknown source state"):
+        state.source_state("cam", "sideways")
+
+
+def test_an_ended_stream_is_down_in_metrics_and_loses_its_rate_but_keeps_its_counts():
+    optional("prometheus_client")
+    state = LiveState(["file", "camera"], stall_s=3600)
+    for name in ("file", "camera"):
+        state.frame(name, b"x", stats={"fps": 16.0, "latency_p50_ms": 30.0},
+                    counts={"lines": {"door": {"in": {"person": 2}, "out": {}}}})
+    state.end("file")
+    text = metrics.render(metrics.registry_for(state)).decode()
+    assert 'edgefuse_stream_up{stream="file"} 0.0' in text
+    assert 'edgefuse_stream_up{stream="camera"} 1.0' in text
+    assert 'edgefuse_fps{stream="file"}' not in text and 'stream="file"} 30.0' not in text
+    assert 'edgefuse_fps{stream="camera"} 16.0' in text
+    assert 'edgefuse_stream_state{state="ended",stream="file"} 1.0' in text
+    assert 'edgefuse_stream_state{state="live",stream="file"} 0.0' in text
+    assert ('edgefuse_line_crossings_total{class="person",direction="in",line="door",'
+            'stream="file"} 2.0') in text
+
+
+def test_events_are_kept_numbered_and_bounded():
+    state = LiveState(["cam"], events_kept=3)
+    assert state.events() == (0, [])
+    emitted = [{"type": "line_crossed", "n": n} for n in range(5)]
+    for event in emitted:
+        state.publish(event)
+    newest, kept = state.events()
+    assert newest == 5 and [e["seq"] for e in kept] == [3, 4, 5]
+    assert kept[0] == {**emitted[2], "seq": 3} and "seq" not in emitted[2]
+    assert state.events(after=4) == (5, [{**emitted[4], "seq": 5}])
+    assert [e["seq"] for e in state.events(limit=1)[1]] == [5]
