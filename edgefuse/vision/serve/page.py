@@ -191,17 +191,18 @@ function describe(event) {
 
 function connectFrames() {
   const base = location.href.replace(/^http/, "ws").replace(/[?#].*$/, "").replace(/[^/]*$/, "");
-  const socket = new WebSocket(base + "api/frames" + QUERY);
-  socket.binaryType = "arraybuffer";
+  const tile = document.querySelector(".tile .view");
+  const width = Math.round((tile ? tile.clientWidth : 640) * (window.devicePixelRatio || 1));
+  const socket = new WebSocket(base + "api/frames?width=" + width + QUERY.replace("?", "&"));
+  socket.binaryType = "blob";  // the JPEG stays out of the script's heap: no copy, no parsing
+  let name = null;
   socket.onmessage = (message) => {
-    const data = new Uint8Array(message.data);
-    const length = data[0] | (data[1] << 8);
-    const name = new TextDecoder().decode(data.subarray(2, 2 + length));
+    if (typeof message.data === "string") { name = message.data; return; }
     const image = $("image-" + name);
     if (!image) return;
     const previous = image.src;
     image.onload = () => { if (previous.startsWith("blob:")) URL.revokeObjectURL(previous); };
-    image.src = URL.createObjectURL(new Blob([data.subarray(2 + length)], {type: "image/jpeg"}));
+    image.src = URL.createObjectURL(message.data);
   };
   socket.onclose = () => setTimeout(connectFrames, POLL_MS);
 }

@@ -6,10 +6,11 @@ own.
 Why the page's tiles come over one WebSocket and not one MJPEG stream each: a browser opens at
 most six HTTP/1.1 connections to a host, and each MJPEG stream holds one for good, so from six
 tiles on the page's own polls of ``/api/state`` waited forever (and each stream held a thread of
-the server's executor). One WebSocket carries every tile, each message one stream's latest
-frame (2-byte little-endian name length, the name in UTF-8, the JPEG), at most ``page_fps`` a
-second per stream: a dashboard tile needs no more, and a slow browser gets the latest frames,
-not a backlog.
+the server's executor). One WebSocket carries every tile: a text message naming the stream, then
+a binary one with its latest JPEG (the page hands it to an image as it is, never copying it into
+script memory), at most ``page_fps`` a second per stream: a dashboard tile needs no more, and a
+slow browser gets the latest frames, not a backlog. ``?width=`` asks for frames reduced to about
+that width (``preview.py``), which the page sets to its tiles' width.
 
 Why a thread with its own event loop: the pipeline is threads and blocking calls; aiohttp serves
 many slow MJPEG clients from one thread without touching them. Access: no login on the loopback
@@ -29,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import struct
 import threading
 import urllib.parse
 from pathlib import Path
@@ -39,6 +39,7 @@ from edgefuse._deps import require
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.serve import metrics
 from edgefuse.vision.serve.page import render_page
+from edgefuse.vision.serve.preview import Previews
 from edgefuse.vision.serve.state import LiveState
 
 BOUNDARY = "edgefuseframe"
@@ -70,6 +71,7 @@ class LiveServer:
         self.state, self.host, self.port, self.token = state, host, port, token
         self.snapshot_dir = Path(snapshot_dir).resolve() if snapshot_dir is not None else None
         self.page_fps = page_fps
+        self.previews = Previews()
         self.registry = metrics.registry_for(state)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: Any = None
@@ -213,20 +215,31 @@ class LiveServer:
         web = self.web
         socket = web.WebSocketResponse(heartbeat=30.0)
         await socket.prepare(request)
+        try:
+            wanted = int(request.query.get("width", "0"))
+        except ValueError:
+            wanted = 0
         loop = asyncio.get_running_loop()
         versions: dict[str, int] = {}
         while not self._stopping.is_set() and not socket.closed:
-            newer = await loop.run_in_executor(None, self.state.wait_any_newer, versions, 1.0)
+            newer = await loop.run_in_executor(None, self._next_frames, versions, wanted)
             try:
                 for name, (version, jpeg) in newer.items():
                     versions[name] = version
-                    label = name.encode()
-                    await socket.send_bytes(struct.pack("<H", len(label)) + label + jpeg)
+                    await socket.send_str(name)
+                    await socket.send_bytes(jpeg)
             except (ConnectionResetError, RuntimeError):
                 break  # the browser went away
             if newer:
                 await asyncio.sleep(1.0 / self.page_fps)  # the page's frame rate, not faster
         return socket
+
+    def _next_frames(self, versions: dict[str, int], wanted: int) -> dict[str, tuple[int, bytes]]:
+        """The streams' frames newer than ``versions`` (waiting up to a second), reduced to about
+        ``wanted`` pixels wide (in the executor: decoding must not hold up the event loop)."""
+        return {name: (version, self.previews.get(name, version, jpeg, width, wanted))
+                for name, (version, jpeg, width) in
+                self.state.wait_any_newer(versions, 1.0).items()}
 
     async def _mjpeg(self, request):
         name = request.match_info["name"]

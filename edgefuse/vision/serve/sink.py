@@ -39,6 +39,7 @@ class LiveSink(Sink):
             jpeg = encoded.tobytes() if ok else None
         counts = self._counts() if self._counts else getattr(result.result, "counts", None)
         self.state.frame(self.stream, jpeg, counts=counts,
+                         width=image.shape[1] if jpeg is not None else None,
                          stats=self._stats() if self._stats else None)
 
     def close(self) -> None:

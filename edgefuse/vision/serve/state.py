@@ -42,6 +42,7 @@ class StreamView:
     version: int = 0  # increases with every frame, for the MJPEG streams to wait on
     frames: int = 0
     last_frame_at: float | None = None
+    width: int | None = None  # of the JPEG, when the sink said
     up: bool = True
     lost: bool = False
     ended: bool = False
@@ -78,11 +79,11 @@ class LiveState:
         return list(self._views)
 
     def frame(self, stream: str, jpeg: bytes | None, *, counts: dict[str, Any] | None = None,
-              stats: dict[str, Any] | None = None) -> None:
+              stats: dict[str, Any] | None = None, width: int | None = None) -> None:
         with self._changed:
             view = self._views[stream]
             if jpeg is not None:
-                view.jpeg = jpeg
+                view.jpeg, view.width = jpeg, width
             view.version += 1
             view.frames += 1
             view.last_frame_at = self._clock()
@@ -139,11 +140,13 @@ class LiveState:
             return view.version, view.jpeg
 
     def wait_any_newer(self, versions: dict[str, int], timeout: float
-                       ) -> dict[str, tuple[int, bytes]]:
-        """Each stream's latest frame whose version passed its entry in ``versions``, once any
-        has (or nothing after ``timeout``): what one connection showing every tile waits on."""
-        def newer() -> dict[str, tuple[int, bytes]]:
-            return {name: (view.version, view.jpeg) for name, view in self._views.items()
+                       ) -> dict[str, tuple[int, bytes, int | None]]:
+        """Each stream's latest frame (version, JPEG, its width) whose version passed its entry
+        in ``versions``, once any has (or nothing after ``timeout``): what one connection
+        showing every tile waits on."""
+        def newer() -> dict[str, tuple[int, bytes, int | None]]:
+            return {name: (view.version, view.jpeg, view.width)
+                    for name, view in self._views.items()
                     if view.jpeg is not None and view.version > versions.get(name, 0)}
 
         with self._changed:

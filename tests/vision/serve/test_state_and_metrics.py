@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from edgefuse.vision.serve import metrics
+from edgefuse.vision.serve.preview import Previews, factor_for
 from edgefuse.vision.serve.state import LiveState
 from tests.needs import optional
 
@@ -124,3 +126,16 @@ def test_events_are_kept_numbered_and_bounded():
     assert kept[0] == {**emitted[2], "seq": 3} and "seq" not in emitted[2]
     assert state.events(after=4) == (5, [{**emitted[4], "seq": 5}])
     assert [e["seq"] for e in state.events(limit=1)[1]] == [5]
+
+
+def test_previews_are_reduced_to_the_tile_width_once_per_frame():
+    cv2 = optional("cv2")
+    assert [factor_for(1280, wanted) for wanted in (160, 321, 640, 1280, 0)] == [8, 4, 2, 1, 1]
+    assert factor_for(None, 320) == 1
+    ok, jpeg = cv2.imencode(".jpg", np.full((720, 1280, 3), 90, np.uint8))
+    previews = Previews()
+    small = previews.get("cam", 1, jpeg.tobytes(), 1280, 320)
+    assert cv2.imdecode(np.frombuffer(small, np.uint8), cv2.IMREAD_COLOR).shape == (180, 320, 3)
+    assert previews.get("cam", 1, b"not used: cached", 1280, 320) is small
+    assert previews.get("cam", 1, jpeg.tobytes(), 1280, 1280) == jpeg.tobytes()
+    assert previews.get("cam", 2, b"not a jpeg", 1280, 320) == b"not a jpeg"
