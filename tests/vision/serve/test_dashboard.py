@@ -5,7 +5,7 @@ scenes with known crossings (``edgefuse.vision.scenes.crossings``) through the a
 Each stream's camera holds its last frame until the test releases it, so the page is looked at
 while every stream is live, then again once they ended. Every wait is on the page's DOM or on the
 run's own events, with a deadline only as a guard. ``EDGEFUSE_DASHBOARD_SHOTS=DIR`` also writes
-the screenshots there (docs/images/ holds the committed ones).
+the screenshots there, as 256-colour PNGs (``EDGEFUSE_DASHBOARD_SHOTS=docs`` remakes the docs' ones).
 """
 
 from __future__ import annotations
@@ -127,9 +127,11 @@ def _screenshot(chrome, tmp_path: Path, name: str) -> Path:
     image = cv2.imread(str(path))
     assert image.shape[:2] == (VIEWPORT[1], VIEWPORT[0])
     shots = os.environ.get("EDGEFUSE_DASHBOARD_SHOTS")
-    if shots:
+    if shots:  # for the docs: 256 colours keep the PNG small and the text sharp
+        image_module = optional("PIL.Image")
         Path(shots).mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(Path(shots) / name), image, [cv2.IMWRITE_PNG_COMPRESSION, 9])
+        image_module.open(path).convert("RGB").quantize(256).save(Path(shots) / name,
+                                                                 optimize=True)
     return path
 
 
