@@ -101,7 +101,9 @@ def test_a_token_is_required_off_loopback_and_checked():
     server = LiveServer(state, "127.0.0.1", 0, token="s3cret")
     server.start()
     try:
-        assert _get(server.url + "api/state")[0] == 401
+        for path in ("api/state", "api/events", "api/frames", "metrics", "snapshots/a.jpg",
+                     "stream/a.mjpg", ""):
+            assert _get(server.url + path)[0] == 401, path
         assert _get(server.url + "api/state?token=s3cret")[0] == 200
         assert _get(server.url + "api/state", {"Authorization": "Bearer s3cret"})[0] == 200
         assert _get(server.url + "healthz")[0] == 200
