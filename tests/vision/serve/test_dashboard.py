@@ -5,7 +5,7 @@ scenes with known crossings (``edgefuse.vision.scenes.crossings``) through the a
 Each stream's camera holds its last frame until the test releases it, so the page is looked at
 while every stream is live, then again once they ended. Every wait is on the page's DOM or on the
 run's own events, with a deadline only as a guard. ``EDGEFUSE_DASHBOARD_SHOTS=DIR`` also writes
-the screenshots there, as 256-colour PNGs (``EDGEFUSE_DASHBOARD_SHOTS=docs`` remakes the docs' ones).
+the screenshots there as 256-colour PNGs (``EDGEFUSE_DASHBOARD_SHOTS=docs`` remakes docs' PNGs).
 """
 
 from __future__ import annotations

@@ -214,3 +214,27 @@ def test_without_a_snapshot_folder_nothing_is_served(served, tmp_path):
     state.publish({"type": "line_crossed", "snapshot": str(tmp_path / "a.jpg")})
     assert "snapshot_url" not in json.loads(_get(server.url + "api/events")[1])["events"][0]
     assert _raw_get(server, "/snapshots/a.jpg")[0] == 404
+
+
+def test_the_page_behind_a_token_shows_frames_and_a_stream_going_down():
+    from selenium.webdriver.support.ui import WebDriverWait
+    state = LiveState(["gate"], stall_s=3600)
+    server = LiveServer(state, "127.0.0.1", 0, token="s3cret")
+    server.start()
+    browser = open_browser()
+    try:
+        _feed(LiveSink(state, "gate"), 40)
+        browser.get(server.url + "?token=s3cret")
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda _: browser.execute_script(
+            "return document.getElementById('image-gate').naturalWidth") == 160)
+        wait.until(lambda _: browser.find_element("id", "state-gate").text.lower() == "live")
+        state.source_state("gate", "down")
+        wait.until(lambda _: browser.find_element("id", "state-gate").text.lower()
+                   == "reconnecting")
+        assert browser.find_element("id", "health").text.lower() == "1 need attention"
+        state.source_state("gate", "lost")
+        wait.until(lambda _: browser.find_element("id", "state-gate").text.lower() == "lost")
+    finally:
+        browser.quit()
+        server.stop()
