@@ -149,7 +149,7 @@ function countsTable(name, counts) {
 }
 
 function showState(state) {
-  let unhealthy = 0, fps = 0;
+  let unhealthy = 0, fps = 0, counted = false;
   for (const [name, view] of Object.entries(state)) {
     const stats = view.stats || {};
     const running = view.state !== "ended" && view.state !== "lost";
@@ -163,12 +163,16 @@ function showState(state) {
       ? stats.latency_p50_ms.toFixed(0) + " ms" : "- ms";
     if (running) fps += stats.fps || 0;
     if (view.stalled) unhealthy += 1;
-    const key = JSON.stringify(view.counts || {});
+    const counts = view.counts || {};
+    counted = counted || Object.keys(counts.lines || {}).length > 0
+      || Object.keys(counts.zones || {}).length > 0;
+    const key = JSON.stringify(counts);
     if (shownCounts[name] !== key) {
       shownCounts[name] = key;
       $("counts-" + name).replaceWith(countsTable(name, view.counts || {}));
     }
   }
+  $("counts-title").hidden = $("counts").hidden = !counted;  // a segmenter counts nothing
   const health = $("health");
   health.textContent = unhealthy ? unhealthy + " need attention" : "healthy";
   health.className = "badge health " + (unhealthy ? "unhealthy" : "ok");
@@ -294,7 +298,8 @@ def render_page(streams: list[str], token: str | None) -> str:
         '<span class="badge health starting" id="health">starting</span></header>'
         f'<main><section class="grid" id="grid" style="--cols:{columns};--rows:{rows}">'
         f"{''.join(tiles)}</section>"
-        f'<aside><h2>Counts</h2><div class="scroll" id="counts">{"".join(tables)}</div>'
+        f'<aside><h2 id="counts-title">Counts</h2>'
+        f'<div class="scroll" id="counts">{"".join(tables)}</div>'
         '<h2>Events</h2><div class="scroll" style="flex:1">'
         '<p class="empty" id="no-events">no events yet</p><ol id="events"></ol></div>'
         "</aside></main>"

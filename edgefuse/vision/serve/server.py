@@ -28,6 +28,7 @@ and symbolic links included) and refused unless it stays inside the folder.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import json
 import threading
@@ -48,6 +49,7 @@ MEDIA_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
                ".mp4": "video/mp4"}
 MEDIA_FIELDS = {"snapshot": "snapshot_url", "clip": "clip_url"}
 PAGE_FPS = 10.0
+WAITERS = 64  # viewers (MJPEG streams, pages) served at once
 
 
 def is_loopback(host: str) -> bool:
@@ -88,6 +90,10 @@ class LiveServer:
 
         def run() -> None:
             loop = asyncio.new_event_loop()
+            # every MJPEG viewer and page waits for frames in an executor thread: the default
+            # pool (cores + 4 threads) would leave the seventh viewer waiting for a free one
+            loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(
+                max_workers=WAITERS, thread_name_prefix="edgefuse-serve-wait"))
             self._loop = loop
             try:
                 loop.run_until_complete(self._open())
