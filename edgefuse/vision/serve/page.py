@@ -34,6 +34,7 @@ header { display: flex; align-items: center; gap: 12px; height: 40px; padding: 0
 header .brand { font-weight: 650; letter-spacing: .02em; }
 header .brand b { color: var(--accent); }
 header .summary { color: var(--muted); }
+header .brand, header .summary { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 header .health { margin-left: auto; }
 main { flex: 1; min-height: 0; display: grid; grid-template-columns: minmax(0, 1fr) 280px; }
 .grid { display: grid; gap: 8px; padding: 8px; min-height: 0;
@@ -86,6 +87,13 @@ table.counts tr.group td { color: var(--muted); border-top: none; padding-top: 6
 #events li .what { font-weight: 600; }
 #events li .when { color: var(--muted); font-size: 11px; }
 #events li a { color: var(--accent); }
+@media (max-width: 760px) {  /* a phone: tiles in one column, then the panel; the page scrolls */
+  body { overflow: auto; display: block; }
+  main { display: block; }
+  .grid { grid-template-columns: 1fr; grid-template-rows: none; grid-auto-rows: 56vw; }
+  aside { border-left: none; }
+  #counts { max-height: none; }
+}
 """
 
 _SCRIPT = """
