@@ -80,15 +80,15 @@ def stall_s(notifier: Notifier | None, default: float) -> float:
 
 class Watch:
     """A thread that tells ``notifier`` about ``pipeline`` (a ``Pipeline`` or a
-    ``MultiPipeline``: its ``first_frame``, ``frames_done`` and ``stopping``) and its ``health``
-    (the run's ``LiveState``) while it runs (the module docstring). Use as a context manager
-    around ``pipeline.run()``."""
+    ``MultiPipeline``: its ``first_frame``, ``frames_done`` and ``stopping``) and the health of
+    ``state`` (the run's ``LiveState``) while it runs (the module docstring). Use as a context
+    manager around ``pipeline.run()``."""
 
     def __init__(self, notifier: Notifier, pipeline: Pipeline | MultiPipeline,
-                 health: LiveState) -> None:
+                 state: LiveState) -> None:
         self.notifier = notifier
         self.pipeline = pipeline
-        self.health = health
+        self.state = state
         self.interval_s = notifier.watchdog_s / 2 if notifier.watchdog_s else None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="edgefuse-notify", daemon=True)
@@ -121,7 +121,7 @@ class Watch:
             if (self.ready and self.interval_s is not None and not self.stopping
                     and time.monotonic() >= next_ping):
                 next_ping = time.monotonic() + self.interval_s
-                health = self.health.health()
+                health = self.state.health()
                 if health.ok:  # frames flow: pet the watchdog; a stall lets it bite
                     self.notifier.send("WATCHDOG=1",
                                        f"STATUS=running: {pipeline.frames_done} frames")
