@@ -18,6 +18,11 @@ otherwise apply to every stream; each stream gets its own tracker and counts (``
 stream's source going down, coming up or being lost is the event ``stream_down`` /
 ``stream_up`` / ``stream_lost`` (``stream_state``), published and journalled like the others.
 
+Every run keeps a ``LiveState`` (``state``), served or not: each stream's frames, source state
+and end feed it (a ``LiveSink`` per stream, which encodes frames only when the page is served),
+and it is the one liveness that ``/healthz`` and systemd's watchdog both ask. It is also a
+publisher: the events the analytics emit (and ``stream_*``) reach the page's ``/api/events``.
+
 Why here and not in the config module: these keys build objects with state and threads
 (trackers, publishers, a web server) whose lifetime is the run's; ``AnalyticsSetup`` opens them
 in order and closes them in reverse, so a run that fails half-way leaves no thread behind.
@@ -43,7 +48,7 @@ from edgefuse.vision.events.mqtt import MqttPublisher
 from edgefuse.vision.events.webhook import WebhookPublisher
 from edgefuse.vision.serve.server import LiveServer
 from edgefuse.vision.serve.sink import LiveSink
-from edgefuse.vision.serve.state import LiveState
+from edgefuse.vision.serve.state import DEFAULT_STALL_S, LiveState
 from edgefuse.vision.streams.sinks import JsonlSink, Sink
 from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions
 
@@ -138,14 +143,17 @@ def of(config: Any) -> AnalyticsConfig:
 
 
 class AnalyticsSetup:
-    """The run's analytics objects: ``wrap`` a detector per stream, ``sinks`` for the live view;
-    ``close`` delivers what the publishers still hold and stops the server."""
+    """The run's analytics objects: ``wrap`` a detector per stream, ``sinks`` for the live state;
+    ``close`` delivers what the publishers still hold and stops the server. ``stall_s``: how long
+    a stream may deliver no frame before the run is unhealthy; ``snapshot_dir``: the folder whose
+    event snapshots and clips the page may show."""
 
-    def __init__(self, config: AnalyticsConfig, streams: list[str]) -> None:
+    def __init__(self, config: AnalyticsConfig, streams: list[str], *,
+                 stall_s: float = DEFAULT_STALL_S, snapshot_dir: str | None = None) -> None:
         self.config = config
-        self.publishers: list[Any] = []
+        self.state = LiveState(streams, stall_s=stall_s)
+        self.publishers: list[Any] = [self.state]
         self.server: LiveServer | None = None
-        self.state: LiveState | None = None
         self.wrapped: dict[str, Tracked] = {}
         self.stream_events: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
@@ -157,8 +165,8 @@ class AnalyticsSetup:
                 hook = dict(config.webhook)
                 self.publishers.append(WebhookPublisher(hook.pop("url"), **hook))
             if config.serve:
-                self.state = LiveState(streams)
-                self.server = LiveServer(self.state, *config.serve, token=config.serve_token)
+                self.server = LiveServer(self.state, *config.serve, token=config.serve_token,
+                                         snapshot_dir=snapshot_dir)
                 self.server.start()
         except BaseException:
             self.close()
@@ -188,7 +196,7 @@ class AnalyticsSetup:
                      journal: JsonlSink | None = None) -> None:
         """A stream went ``down``, came ``up`` or was ``lost``: the event ``stream_<state>`` to
         every publisher and to the stream's JSON Lines (``journal``), counted in
-        ``stream_events``, and the live view's health follows it."""
+        ``stream_events``, and the live state (the run's health) follows it."""
         event = {"type": f"stream_{state}", "stream": stream, "time": round(time.time(), 3)}
         if detail:
             event["detail"] = detail
@@ -198,15 +206,13 @@ class AnalyticsSetup:
             journal.note({"stream": stream, "time": event["time"], "events": [event]})
         with self._lock:
             self.stream_events[(stream, event["type"])] += 1
-        if self.state is not None:
-            self.state.set_up(stream, state == "up")
+        self.state.source_state(stream, state)
 
     def sinks(self, stream: str, stats: Any = None) -> list[Sink]:
-        if self.state is None:
-            return []
-        tracked = self.wrapped.get(stream)
-        return [LiveSink(self.state, stream, counts=tracked.counts if tracked else None,
-                         stats=stats)]
+        """The stream's ``LiveSink``: stats and JPEG frames only when served."""
+        if self.server is None:
+            return [LiveSink(self.state, stream, encode=False)]
+        return [LiveSink(self.state, stream, stats=stats)]
 
     def close(self) -> None:
         for publisher in reversed(self.publishers):

@@ -44,11 +44,12 @@ from edgefuse.apps.config import AppConfig
 from edgefuse.apps.models import resolve_model
 from edgefuse.apps.stopping import EXIT_CODES, stop_on_signals
 from edgefuse.apps.streams import StreamPlan, plan_streams
-from edgefuse.apps.systemd import Notifier, Watch
+from edgefuse.apps.systemd import Notifier, Watch, stall_s
 from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import AppInfo
 from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
 from edgefuse.vision.model.adapter import VisionModel
+from edgefuse.vision.serve.state import DEFAULT_STALL_S
 from edgefuse.vision.streams.batching import Batcher, describe_sizes, plan_batches
 from edgefuse.vision.streams.multi import MultiPipeline, MultiSummary, Stream
 from edgefuse.vision.streams.sinks import (
@@ -156,7 +157,11 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
                           else config.batch_wait_ms / 1e3)
         resources.callback(batcher.close)
         batcher.rehearse(feeds)
-        extras = analytics.AnalyticsSetup(analytics.of(config), names)
+        notifier = Notifier.from_environment()
+        if notifier is not None:  # closed by the Watch too; here for a run that fails before
+            resources.callback(notifier.close)
+        extras = analytics.AnalyticsSetup(analytics.of(config), names,
+                                          stall_s=stall_s(notifier, DEFAULT_STALL_S))
         resources.callback(extras.close)
         sources = open_sources(plans, resources)
         tasks = {plan.name: extras.wrap(task, plan.name, lines=plan.lines, zones=plan.zones,
@@ -181,9 +186,9 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
             if extras.server is not None:
                 print(f"live view: {extras.server.url}", file=sys.stderr)
             stop_requests.attach(multi)
-            notifier = Notifier.from_environment()
             try:
-                with Watch(notifier, multi) if notifier else contextlib.nullcontext():
+                with (Watch(notifier, multi, extras.state) if notifier
+                      else contextlib.nullcontext()):
                     summary = multi.run(concurrent=not config.serial)
             except BaseException:
                 for name, pipeline in multi.pipelines.items():

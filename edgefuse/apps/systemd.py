@@ -8,9 +8,11 @@ on the board. Outside systemd (no ``NOTIFY_SOCKET``) nothing is sent.
 What is sent (a unit with ``Type=notify`` and ``WatchdogSec=``):
 - ``READY=1`` once the model is loaded and the first frame was read; until then systemd counts
   the start as in progress (``TimeoutStartSec``);
-- ``WATCHDOG=1`` every half ``WATCHDOG_USEC`` (sd_watchdog_enabled(3)'s advice), and only when
-  frames finished since the last one: a pipeline stuck on a dead camera or a hung device call
-  stops petting, and systemd restarts it after ``WatchdogSec``;
+- ``WATCHDOG=1`` every half ``WATCHDOG_USEC`` (sd_watchdog_enabled(3)'s advice), and only while
+  the run is healthy by the same liveness ``/healthz`` answers with (``LiveState.health``: no
+  stream stalled, reconnecting or lost): a pipeline stuck on a dead camera or a hung device call
+  stops petting, and systemd restarts it after ``WatchdogSec``. ``stall_s`` says how long a
+  stream may go without a frame before it counts as stalled (half the watchdog at most);
 - ``STATUS=`` with the frame count and rate, shown by ``systemctl status``;
 - ``STOPPING=1`` as soon as a stop begins (a signal, the end of the source).
 ``WATCHDOG_PID``, when set, must be this process (else the watchdog is someone else's).
@@ -25,6 +27,7 @@ import threading
 import time
 from collections.abc import Mapping
 
+from edgefuse.vision.serve.state import LiveState
 from edgefuse.vision.streams.multi import MultiPipeline
 from edgefuse.vision.streams.pipeline import Pipeline
 
@@ -67,14 +70,25 @@ class Notifier:
         self._socket.close()
 
 
+def stall_s(notifier: Notifier | None, default: float) -> float:
+    """How long a stream may deliver no frame before the run is unhealthy: ``default``, or half
+    the watchdog when that is shorter (a stall must stop the pets before systemd's deadline)."""
+    if notifier is None or notifier.watchdog_s is None:
+        return default
+    return min(default, notifier.watchdog_s / 2)
+
+
 class Watch:
     """A thread that tells ``notifier`` about ``pipeline`` (a ``Pipeline`` or a
-    ``MultiPipeline``: its ``first_frame``, ``frames_done`` and ``stopping``) while it runs (the
-    module docstring). Use as a context manager around ``pipeline.run()``."""
+    ``MultiPipeline``: its ``first_frame``, ``frames_done`` and ``stopping``) and the health of
+    ``state`` (the run's ``LiveState``) while it runs (the module docstring). Use as a context
+    manager around ``pipeline.run()``."""
 
-    def __init__(self, notifier: Notifier, pipeline: Pipeline | MultiPipeline) -> None:
+    def __init__(self, notifier: Notifier, pipeline: Pipeline | MultiPipeline,
+                 state: LiveState) -> None:
         self.notifier = notifier
         self.pipeline = pipeline
+        self.state = state
         self.interval_s = notifier.watchdog_s / 2 if notifier.watchdog_s else None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="edgefuse-notify", daemon=True)
@@ -93,7 +107,7 @@ class Watch:
         self.notifier.close()
 
     def _run(self) -> None:
-        pipeline, frames = self.pipeline, 0
+        pipeline = self.pipeline
         next_ping = None
         while not self._done.wait(POLL_S):
             if not self.ready and pipeline.first_frame.is_set():
@@ -107,7 +121,10 @@ class Watch:
             if (self.ready and self.interval_s is not None and not self.stopping
                     and time.monotonic() >= next_ping):
                 next_ping = time.monotonic() + self.interval_s
-                done = pipeline.frames_done
-                if done > frames:  # frames flow: pet the watchdog; a stall lets it bite
-                    frames = done
-                    self.notifier.send("WATCHDOG=1", f"STATUS=running: {done} frames")
+                health = self.state.health()
+                if health.ok:  # frames flow: pet the watchdog; a stall lets it bite
+                    self.notifier.send("WATCHDOG=1",
+                                       f"STATUS=running: {pipeline.frames_done} frames")
+                else:
+                    self.notifier.send("STATUS=unhealthy: " + ", ".join(
+                        f"{name} {health.states[name]}" for name in health.stalled))

@@ -2,10 +2,13 @@
 
 Names (all labelled ``stream``): ``edgefuse_frames_total``, ``edgefuse_fps``,
 ``edgefuse_latency_ms{quantile="0.5"|"0.95"}``, ``edgefuse_dropped_frames_total``,
-``edgefuse_reconnects_total``, ``edgefuse_stream_up``, ``edgefuse_line_crossings_total{line,
-direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total{zone,
-class}``. A custom collector rather than counters incremented along the way: the numbers are the
-ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot disagree.
+``edgefuse_reconnects_total``, ``edgefuse_stream_up``, ``edgefuse_stream_state{state}`` (1 for
+the stream's state, 0 for the others: Prometheus' enum pattern), ``edgefuse_line_crossings_total
+{line,direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total
+{zone,class}``. A custom collector rather than counters incremented along the way: the numbers
+are the ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot
+disagree. A stream that ended or was lost has ``edgefuse_stream_up 0`` and no ``edgefuse_fps`` or
+latency series (its last rate would read as a rate it still has); its counters stay.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from edgefuse._deps import require
-from edgefuse.vision.serve.state import LiveState
+from edgefuse.vision.serve.state import STATES, LiveState
 
 
 def registry_for(state: LiveState) -> Any:
@@ -46,6 +49,8 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
     reconnects = counter("edgefuse_reconnects", "source reconnections", labels=["stream"])
     drops = counter("edgefuse_stream_drops", "times the source went down", labels=["stream"])
     up = gauge("edgefuse_stream_up", "1 while the stream delivers frames", labels=["stream"])
+    states = gauge("edgefuse_stream_state", "1 for the stream's state (starting, live, "
+                   "reconnecting, stalled, ended, lost)", labels=["stream", "state"])
     crossings = counter("edgefuse_line_crossings", "tracks crossing a counting line",
                         labels=["stream", "line", "direction", "class"])
     occupancy = gauge("edgefuse_zone_occupancy", "tracks inside a zone now",
@@ -55,14 +60,18 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
     for name, view in snapshot.items():
         stats = view["stats"]
         frames.add_metric([name], view["frames"])
-        fps.add_metric([name], float(stats.get("fps", 0.0)))
+        running = view["state"] not in ("ended", "lost")
+        if running:
+            fps.add_metric([name], float(stats.get("fps", 0.0)))
         for quantile, key in (("0.5", "latency_p50_ms"), ("0.95", "latency_p95_ms")):
-            if key in stats:
+            if running and key in stats:
                 latency.add_metric([name, quantile], float(stats[key]))
         dropped.add_metric([name], float(stats.get("dropped", 0)))
         reconnects.add_metric([name], float(stats.get("reconnects", 0)))
         drops.add_metric([name], float(stats.get("drops", 0)))
-        up.add_metric([name], 0.0 if view["stalled"] else 1.0)
+        up.add_metric([name], 1.0 if view["state"] == "live" else 0.0)
+        for state in STATES:
+            states.add_metric([name, state], 1.0 if view["state"] == state else 0.0)
         for line, totals in view["counts"].get("lines", {}).items():
             for direction, per_class in totals.items():
                 for cls, count in per_class.items():
@@ -72,4 +81,5 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
                 occupancy.add_metric([name, zone, cls], count)
             for cls, count in zone_counts.get("entries", {}).items():
                 entries.add_metric([name, zone, cls], count)
-    yield from (frames, fps, latency, dropped, reconnects, drops, up, crossings, occupancy, entries)
+    yield from (frames, fps, latency, dropped, reconnects, drops, up, states, crossings,
+                occupancy, entries)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
 import json
-import os
-import shutil
 import threading
 import urllib.error
 import urllib.request
@@ -18,6 +17,8 @@ from edgefuse.vision.serve.sink import LiveSink
 from edgefuse.vision.serve.state import LiveState
 from edgefuse.vision.streams.frames import Frame, FrameResult
 from tests.needs import optional
+from tests.vision.serve.browser import as_shown, shown_counts
+from tests.vision.serve.browser import browser as open_browser
 
 pytestmark = pytest.mark.unit
 optional("aiohttp")
@@ -64,7 +65,7 @@ def test_endpoints_answer_from_the_same_state(served):
     assert status == 200 and b'edgefuse_fps{stream="gate"} 9.0' in body
     status, body = _get(server.url + "healthz")
     assert status == 200 and json.loads(body) == {"ok": True, "stalled": []}
-    state.set_up("yard", False)
+    state.source_state("yard", "down")
     status, body = _get(server.url + "healthz")
     assert status == 503 and json.loads(body)["stalled"] == ["yard"]
     assert _get(server.url + "stream/nope.mjpg")[0] == 404
@@ -100,7 +101,9 @@ def test_a_token_is_required_off_loopback_and_checked():
     server = LiveServer(state, "127.0.0.1", 0, token="s3cret")
     server.start()
     try:
-        assert _get(server.url + "api/state")[0] == 401
+        for path in ("api/state", "api/events", "api/frames", "metrics", "snapshots/a.jpg",
+                     "stream/a.mjpg", ""):
+            assert _get(server.url + path)[0] == 401, path
         assert _get(server.url + "api/state?token=s3cret")[0] == 200
         assert _get(server.url + "api/state", {"Authorization": "Bearer s3cret"})[0] == 200
         assert _get(server.url + "healthz")[0] == 200
@@ -114,24 +117,6 @@ def test_a_port_in_use_is_a_clear_error(served):
         LiveServer(LiveState(["a"]), "127.0.0.1", server.port).start()
 
 
-def _browser():
-    webdriver = optional("selenium.webdriver")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not (chromium and driver):
-        if os.environ.get("CI"):
-            raise RuntimeError("CI must install chromium and chromium-driver (see .ci/run)")
-        pytest.skip("chromium and chromium-driver are not installed")
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    options.page_load_strategy = "eager"  # the MJPEG images never finish loading
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--window-size=1200,800"):
-        options.add_argument(argument)
-    return webdriver.Chrome(service=Service(driver), options=options)
-
-
 def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -142,7 +127,7 @@ def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served,
              for name in ("gate", "yard")}
     for sink in sinks.values():
         _feed(sink, 30)
-    browser = _browser()
+    browser = open_browser()
     try:
         browser.get(server.url)
         wait = WebDriverWait(browser, 30)
@@ -153,9 +138,103 @@ def test_the_page_in_a_browser_shows_each_stream_changing_and_its_counts(served,
             before = image.screenshot_as_png
             _feed(sinks[name], 220, 1)  # a new, brighter frame: the tile must change
             wait.until(lambda _, image=image, before=before: image.screenshot_as_png != before)
-            shown = browser.find_element(By.ID, f"counts-{name}")
-            wait.until(lambda _, shown=shown, name=name: json.loads(shown.text or "{}")
-                       == counts[name])
+            wait.until(lambda _, name=name: shown_counts(browser, name)
+                       == as_shown(counts[name]))
         browser.save_screenshot(str(tmp_path / "live-view.png"))
     finally:
         browser.quit()
+
+
+@pytest.fixture
+def with_snapshots(tmp_path):
+    """A server whose snapshot folder holds one JPEG, next to a secret outside it."""
+    folder = tmp_path / "snapshots"
+    (folder / "gate").mkdir(parents=True)
+    ok, jpeg = cv2.imencode(".jpg", _image(90))
+    (folder / "gate" / "door-1.jpg").write_bytes(jpeg.tobytes())
+    (folder / "notes.txt").write_text("not media\n")
+    (tmp_path / "secret.jpg").write_bytes(b"SECRET-BYTES")
+    (folder / "link.jpg").symlink_to(tmp_path / "secret.jpg")
+    state = LiveState(["gate"], stall_s=3600)
+    server = LiveServer(state, "127.0.0.1", 0, snapshot_dir=folder)
+    server.start()
+    yield state, server, folder, jpeg.tobytes()
+    server.stop()
+
+
+def _raw_get(server: LiveServer, path: str) -> tuple[int, bytes]:
+    """GET ``path`` exactly as written (urllib and browsers would normalise the dots)."""
+    connection = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        connection.putrequest("GET", path, skip_accept_encoding=True)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_events_come_as_emitted_with_urls_for_snapshots_inside_the_folder(with_snapshots):
+    state, server, folder, jpeg = with_snapshots
+    crossing = {"type": "line_crossed", "line": "door", "direction": "in", "class": "person",
+                "track_id": 7, "stream": "gate", "time": 1.5,
+                "snapshot": str(folder / "gate" / "door-1.jpg")}
+    state.publish(crossing)
+    state.publish({"type": "clip_ready", "stream": "gate", "clip": str(folder / "none.mp4")})
+    state.publish({"type": "zone_entered", "zone": "bay", "stream": "gate",
+                   "snapshot": str(folder.parent / "secret.jpg")})  # outside: no URL
+    status, body = _get(server.url + "api/events")
+    answer = json.loads(body)
+    assert status == 200 and answer["last"] == 3
+    first, clip, outside = answer["events"]
+    assert first == {**crossing, "seq": 1, "snapshot_url": "snapshots/gate/door-1.jpg"}
+    assert "clip_url" not in clip  # no such file
+    assert "snapshot_url" not in outside
+    assert _get(server.url + first["snapshot_url"]) == (200, jpeg)
+    assert json.loads(_get(server.url + "api/events?after=2")[1])["events"] == [
+        {**outside, "seq": 3}]
+    assert _get(server.url + "api/events?after=x")[0] == 400
+
+
+@pytest.mark.parametrize("attack", [
+    "/snapshots/../secret.jpg", "/snapshots/%2e%2e/secret.jpg", "/snapshots/..%2fsecret.jpg",
+    "/snapshots/gate/../../secret.jpg", "/snapshots/%2e%2e%2f%2e%2e%2fsecret.jpg",
+    "/snapshots//{tmp}/secret.jpg", "/snapshots/%2f{tmp}/secret.jpg", "/snapshots/link.jpg",
+    "/snapshots/notes.txt", "/snapshots/gate", "/snapshots/gate/door-1.jpg%00.txt",
+    "/snapshots/..\\secret.jpg", "/../secret.jpg"])
+def test_the_snapshot_route_serves_nothing_outside_its_folder(with_snapshots, attack):
+    _, server, folder, _ = with_snapshots
+    status, body = _raw_get(server, attack.replace("{tmp}", str(folder.parent).lstrip("/")))
+    assert status in (400, 404) and b"SECRET" not in body and b"not media" not in body
+
+
+def test_without_a_snapshot_folder_nothing_is_served(served, tmp_path):
+    state, server = served
+    (tmp_path / "a.jpg").write_bytes(b"x")
+    state.publish({"type": "line_crossed", "snapshot": str(tmp_path / "a.jpg")})
+    assert "snapshot_url" not in json.loads(_get(server.url + "api/events")[1])["events"][0]
+    assert _raw_get(server, "/snapshots/a.jpg")[0] == 404
+
+
+def test_the_page_behind_a_token_shows_frames_and_a_stream_going_down():
+    from selenium.webdriver.support.ui import WebDriverWait
+    state = LiveState(["gate"], stall_s=3600)
+    server = LiveServer(state, "127.0.0.1", 0, token="s3cret")
+    server.start()
+    browser = open_browser()
+    try:
+        _feed(LiveSink(state, "gate"), 40)
+        browser.get(server.url + "?token=s3cret")
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda _: browser.execute_script(
+            "return document.getElementById('image-gate').naturalWidth") == 160)
+        wait.until(lambda _: browser.find_element("id", "state-gate").text.lower() == "live")
+        state.source_state("gate", "down")
+        wait.until(lambda _: browser.find_element("id", "state-gate").text.lower()
+                   == "reconnecting")
+        assert browser.find_element("id", "health").text.lower() == "1 need attention"
+        state.source_state("gate", "lost")
+        wait.until(lambda _: browser.find_element("id", "state-gate").text.lower() == "lost")
+    finally:
+        browser.quit()
+        server.stop()
