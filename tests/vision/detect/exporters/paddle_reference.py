@@ -28,7 +28,6 @@ import numpy as np
 import onnxruntime as ort
 import yaml
 
-
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "paddle" / "reference.json"
 # Thresholds the references are made with: the score where the random heads give a few to a

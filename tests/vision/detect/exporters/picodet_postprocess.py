@@ -1,3 +1,6 @@
+# Copied unchanged from PaddlePaddle/PaddleDetection v2.6.0, deploy/python/picodet_postprocess.py
+# (the reference the PicoDet tests compare with; the lint rules below are its own style).
+# ruff: noqa: UP004, B006, B905
 # Copyright (c) 2021 PaddlePaddle Authors. All Rights Reserved.
 #
 # Licensed under the Apache License, Version 2.0 (the "License");
