@@ -41,7 +41,7 @@ from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
 from edgefuse.vision.model import layouts
 from edgefuse.vision.model.extra_inputs import extra_feeds, split_inputs
-from edgefuse.vision.model.families import DEFAULT_GUESS, FamilyCall, by_inputs
+from edgefuse.vision.model.families import DEFAULT_GUESS, FamilyCall, by_inputs, by_outputs
 from edgefuse.vision.model.paddle_record import infer_cfg_beside, read_infer_cfg
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,21 @@ def plan_input(session: Session, info: AppInfo, manifest: BuildManifest | None,
     record = Preprocess.from_dict(overrides, base=base, where="preprocess") if overrides else base
     _check_against_input(record, spec)
     return InputPlan(spec.name, record, extras=extras, origin=origin, guess=guess)
+
+
+def plan_for_source(session: Session, source: ModelSource) -> InputPlan:
+    """The plan the apps make for ``source``, without opening a task: where nothing in or
+    beside the model says, the family its outputs tell decides, as in ``VisionModel``."""
+    info = app_info_of(source) or AppInfo()
+    plan = plan_input(session, info, source.manifest)
+    if not plan.guess:
+        return plan
+    graph = source.onnx
+    if graph is not None and not isinstance(graph, onnx.ModelProto):
+        graph = load_onnx(graph, external_data=False)
+    outputs = [(o.name, o.shape, o.dtype.name) for o in session.outputs]
+    family = by_outputs(outputs, plan.preprocess.size, graph)
+    return plan if family is None else plan_input(session, info, source.manifest, family=family)
 
 
 def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:

@@ -24,6 +24,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import onnx
+
+from edgefuse.errors import InputError
+from edgefuse.vision.detect.graph_tail import tails
+from edgefuse.vision.detect.recognise import Evidence, recognise
 from edgefuse.vision.model.extra_inputs import EXTRA_INPUTS
 from edgefuse.vision.model.paddle_record import (
     INFER_CFG,
@@ -75,3 +80,14 @@ def by_heads(layout: str | None, form: str | None) -> FamilyCall | None:
                           f"(PP-YOLOE+'s /255 only): put the export's {INFER_CFG} beside the "
                           "model")
     return None
+
+
+def by_outputs(outputs: Sequence[tuple[str, tuple, str]], input_size: tuple[int, int],
+               graph: onnx.ModelProto | None) -> FamilyCall | None:
+    """The family a detector's outputs tell, where no Detector is open (goldens, calibration
+    frames): the same call ``Detector`` makes once it has bound its layout."""
+    try:
+        found = recognise(outputs, Evidence(input_size, tails=tails(graph) if graph else None))
+    except InputError:
+        return None  # several layouts fit: no family is told (the Detector says why itself)
+    return by_heads(found[0].layout, found[0].form) if found is not None else None

@@ -15,6 +15,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from edgefuse.goldens import frame_samples
+from edgefuse.runtime import open_session
 from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.model.adapter import prepare_frame
 from tests.vision.detect.exporters import yolox_reference as yolox
@@ -85,3 +87,11 @@ def test_the_vendored_reference_is_the_yolox_package():
     grid = np.random.default_rng(0).normal(size=(1, 3549, 8)).astype(np.float32)
     np.testing.assert_array_equal(package.demo_postprocess(grid.copy(), SIZE),
                                   yolox.demo_postprocess(grid.copy(), SIZE))
+
+
+def test_frames_recorded_for_the_model_are_prepared_as_the_app_prepares_them(tmp_path):
+    """goldens / calibration frames take the family's preprocessing too."""
+    with open_session(MODEL, "cpu") as opened:
+        samples = frame_samples(opened, MODEL, str(PHOTOS[2]))
+    np.testing.assert_array_equal(samples[0]["images"][0], yolox.preproc(photo(PHOTOS[2]),
+                                                                         SIZE)[0])
