@@ -193,3 +193,45 @@ def test_the_references_are_paddledetections_own():
                 sample = reference.preprocess(MODELS / name, path)
                 feeds, _ = prepare_frame(detector.plan, image)
                 np.testing.assert_allclose(feeds["image"][0], sample["image"], atol=1e-4)
+
+
+def test_an_export_with_im_shape_gets_the_resized_size(tmp_path):
+    """An export that keeps ``im_shape`` (as PaddleDetection's RCNN-style ones do) is fed it:
+    the PP-YOLOE+ graph with that input added, same detections."""
+    model = onnx.load(MODELS / "ppyoloe_plus" / "model.onnx")
+    model.graph.input.append(helper.make_tensor_value_info("im_shape", TensorProto.FLOAT,
+                                                           ["N", 2]))
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    shutil.copy(MODELS / "ppyoloe_plus" / "infer_cfg.yml", tmp_path / "infer_cfg.yml")
+    image = photo(PHOTOS[4])
+    with open_model(path, "ppyoloe_plus") as detector:
+        assert detector.plan.extras == ("scale_factor", "im_shape")
+        feeds, _ = detector.preprocess(image)
+        np.testing.assert_array_equal(feeds["im_shape"], [[640, 640]])
+        assert_same(rows_of(detector(image)), theirs("ppyoloe_plus", PHOTOS[4]), image)
+
+
+def test_an_input_named_scale_factor_that_is_not_n_by_2_is_refused(tmp_path):
+    image = helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 32, 32])
+    extra = helper.make_tensor_value_info("scale_factor", TensorProto.FLOAT, [1, 4])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 3, 32, 32])
+    graph = helper.make_graph([helper.make_node("Identity", ["image"], ["out"])], "g",
+                              [image, extra], [out])
+    path = tmp_path / "scale4.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    with pytest.raises(InputError, match="named like PaddleDetection's 'scale_factor' but is "
+                                         "not a float"):
+        Detector.open(path, backends="cpu")
+
+
+def test_an_infer_cfg_without_permute_or_with_a_padding_padstride_is_refused(tmp_path):
+    data = yaml.safe_load((MODELS / "ppyoloe_plus" / "infer_cfg.yml").read_text())
+    path = tmp_path / "infer_cfg.yml"
+    path.write_text(yaml.safe_dump({**data, "Preprocess": data["Preprocess"][:2]}))
+    with pytest.raises(InputError, match="has no Permute"):
+        read_infer_cfg(path)
+    steps = [*data["Preprocess"], {"type": "PadStride", "stride": 96}]
+    path.write_text(yaml.safe_dump({**data, "Preprocess": steps}))
+    with pytest.raises(InputError, match="PadStride 96 pads"):
+        read_infer_cfg(path)
