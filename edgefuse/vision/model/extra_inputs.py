@@ -49,8 +49,8 @@ def split_inputs(inputs: Sequence[Any]) -> tuple[Any, tuple[str, ...]]:
         raise InputError(
             f"the model takes {len(inputs)} inputs and {why}",
             context="inputs: " + "; ".join(s.describe() for s in inputs),
-            hint="edgefuse.vision feeds one image, plus PaddleDetection's scale_factor and "
-                 "im_shape; export the model with the image as its only other input",
+            hint="edgefuse.vision feeds one image, and beside it only PaddleDetection's "
+                 "scale_factor and im_shape; export the model with the image as its only input",
             reference=Ref.WRONG_MODEL_KIND)
     for spec in others:
         if len(spec.shape) != 2 or spec.shape[1] not in (2, "2") or \
