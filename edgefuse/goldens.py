@@ -31,7 +31,6 @@ from edgefuse._checks import non_negative_number, number_in
 from edgefuse._version import __version__
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import MANIFEST_NAME
-from edgefuse.model_info import AppInfo
 from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.reference.compare import Gate, compare_outputs, degenerate_outputs
 from edgefuse.reference.recording import (
@@ -43,7 +42,7 @@ from edgefuse.reference.recording import (
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
 from edgefuse.verify import DEFAULT_FP16_MIN_COSINE, DEFAULT_MIN_COSINE, VerifyResult
-from edgefuse.vision.model.adapter import app_info_of, plan_input, prepare_frame
+from edgefuse.vision.model.adapter import plan_for_source, prepare_frame
 from edgefuse.vision.streams.sources import open_source
 
 Model = str | os.PathLike[str] | onnx.ModelProto | ModelSource
@@ -96,8 +95,7 @@ def frame_samples(session: Session, model: Model, frames: Any,
                   limit: int | None = None) -> list[dict[str, np.ndarray]]:
     """Feeds for ``session`` from ``frames`` (a folder, glob, image or video file, or anything
     ``open_source`` reads), each BGR frame prepared as the apps prepare it for this model."""
-    source = resolve_source(model)
-    plan = plan_input(session, app_info_of(source) or AppInfo(), source.manifest)
+    plan = plan_for_source(session, resolve_source(model))
     samples = []
     with open_source(frames, live=False) as reader:
         for frame in reader:

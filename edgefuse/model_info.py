@@ -93,6 +93,8 @@ class AppInfo:
     classes: tuple[str, ...] = ()
     preprocess: Preprocess | None = None
     postprocess: Postprocess = Postprocess()
+    # Who wrote it, for the line an app prints at start (not part of the record).
+    origin: str = dataclasses.field(default="the model's app info", compare=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "") -> AppInfo:

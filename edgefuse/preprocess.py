@@ -13,6 +13,11 @@ Letterbox follows Ultralytics ``LetterBox`` (ultralytics/data/augment.py, ``auto
 (``round(d - 0.1)``, ``round(d + 0.1)``), all of it right/bottom when pasted top-left. The inverse
 is Ultralytics' ``scale_boxes``: subtract the pad, divide by the scale, clip to the frame.
 
+Two exporters size and resample differently, and a one-pixel or one-kernel difference changes
+the detections (issue 33): ``rounding: floor`` sizes the content ``int(w r) x int(h r)`` as
+YOLOX's ``preproc`` (yolox/data/data_augment.py) does, and ``interpolation`` names the OpenCV
+kernel (PaddleDetection's ``Resize`` defaults to ``interp: 2``, ``cv2.INTER_CUBIC``).
+
 The record (contracts.md, "Preprocessing record") is ``Preprocess``; the model input is
 ``(pixel * scale - mean) / std`` per channel in the model's colour order, computed as one
 multiply-add per element. ``dtype: uint8`` means the model takes the raw frame (an AIPP build, a
@@ -36,6 +41,9 @@ RESIZES = ("letterbox", "stretch")
 COLORS = ("RGB", "BGR")
 LAYOUTS = ("NCHW", "NHWC")
 DTYPES = ("float32", "float16", "uint8")
+# OpenCV's interpolation flags by name (the numbers are cv2's, as PaddleDetection's ``interp``).
+INTERPOLATIONS = {"nearest": 0, "linear": 1, "cubic": 2, "area": 3, "lanczos": 4}
+ROUNDINGS = ("round", "floor")
 # The ImageNet statistics that torchvision-style and PP-OCR models normalise RGB in [0, 1] with.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -56,6 +64,8 @@ class Preprocess:
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     layout: str = "NCHW"
     dtype: str = "float32"
+    interpolation: str = "linear"
+    rounding: str = "round"  # the letterbox content size: round(w r) or int(w r)
 
     def __post_init__(self) -> None:
         self._check("")
@@ -105,6 +115,8 @@ class Preprocess:
             raise rec.bad("'scale' must be > 0 and 'std' must not contain 0", where, _REF)
         rec.choice(self.layout, "layout", LAYOUTS, where, _REF)
         rec.choice(self.dtype, "dtype", DTYPES, where, _REF)
+        rec.choice(self.interpolation, "interpolation", tuple(INTERPOLATIONS), where, _REF)
+        rec.choice(self.rounding, "rounding", ROUNDINGS, where, _REF)
         identity = self.scale == 1 and self.mean == (0, 0, 0) and self.std == (1, 1, 1)
         if self.dtype == "uint8" and not identity:
             raise rec.bad(
@@ -130,6 +142,7 @@ class Geometry:
     pad_value: int = 114
     center: bool = True
     resize: str = "letterbox"
+    rounding: str = "round"
 
     @property
     def scale(self) -> float:
@@ -142,7 +155,7 @@ class Geometry:
         h, w = self.src_size
         if self.resize == "stretch":
             return self.dst_size
-        return int(round(h * self.scale_y)), int(round(w * self.scale_x))
+        return _content(h, self.scale_y, self.rounding), _content(w, self.scale_x, self.rounding)
 
     def to_frame(self, boxes: np.ndarray) -> np.ndarray:
         """xyxy boxes in model-input pixels -> frame pixels, clipped to the frame (float32)."""
@@ -186,33 +199,40 @@ class Geometry:
                 "src_size": list(self.src_size), "dst_size": list(self.dst_size)}
 
 
+def _content(length: int, ratio: float, rounding: str) -> int:
+    return int(length * ratio) if rounding == "floor" else int(round(length * ratio))
+
+
 def letterbox(frame: np.ndarray, size: tuple[int, int], pad_value: int = 114,
-              center: bool = True) -> tuple[np.ndarray, Geometry]:
+              center: bool = True, interpolation: str = "linear",
+              rounding: str = "round") -> tuple[np.ndarray, Geometry]:
     """Resize keeping the aspect ratio and pad to ``size`` (height, width); see the docstring."""
     h, w = frame.shape[:2]
     height, width = size
     r = min(height / h, width / w)
-    new_w, new_h = int(round(w * r)), int(round(h * r))
+    new_w, new_h = _content(w, r, rounding), _content(h, r, rounding)
     dw, dh = float(width - new_w), float(height - new_h)
     if center:
         dw, dh = dw / 2, dh / 2
     if (new_w, new_h) != (w, h):
-        frame = cv2().resize(frame, (new_w, new_h), interpolation=cv2().INTER_LINEAR)
+        frame = cv2().resize(frame, (new_w, new_h), interpolation=INTERPOLATIONS[interpolation])
     top, bottom = (int(round(dh - 0.1)) if center else 0), int(round(dh + 0.1))
     left, right = (int(round(dw - 0.1)) if center else 0), int(round(dw + 0.1))
     if top or bottom or left or right:
         frame = cv2().copyMakeBorder(frame, top, bottom, left, right, cv2().BORDER_CONSTANT,
                                      value=(pad_value,) * 3)
-    geometry = Geometry((h, w), (height, width), r, r, left, top, pad_value, center)
+    geometry = Geometry((h, w), (height, width), r, r, left, top, pad_value, center,
+                        rounding=rounding)
     return frame, geometry
 
 
-def stretch(frame: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, Geometry]:
+def stretch(frame: np.ndarray, size: tuple[int, int],
+            interpolation: str = "linear") -> tuple[np.ndarray, Geometry]:
     """Plain resize to ``size`` (height, width), aspect ratio not kept."""
     h, w = frame.shape[:2]
     height, width = size
     if (h, w) != (height, width):
-        frame = cv2().resize(frame, (width, height), interpolation=cv2().INTER_LINEAR)
+        frame = cv2().resize(frame, (width, height), interpolation=INTERPOLATIONS[interpolation])
     return frame, Geometry((h, w), (height, width), width / w, height / h, 0, 0, 0, False,
                            "stretch")
 
@@ -220,8 +240,9 @@ def stretch(frame: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, Geome
 def fit(frame: np.ndarray, record: Preprocess) -> tuple[np.ndarray, Geometry]:
     """The frame resized as ``record`` says (still BGR uint8 HWC)."""
     if record.resize == "stretch":
-        return stretch(frame, record.size)
-    return letterbox(frame, record.size, record.pad_value, record.center)
+        return stretch(frame, record.size, record.interpolation)
+    return letterbox(frame, record.size, record.pad_value, record.center, record.interpolation,
+                     record.rounding)
 
 
 def to_tensor(image: np.ndarray, record: Preprocess) -> np.ndarray:

@@ -170,7 +170,7 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
         with stop_on_signals() as stop_requests:
             running: list[MultiPipeline] = []  # the run, once it exists (the live view's stats)
             streams = open_streams(config, plans, sources, tasks, extras, running)
-            note = f"; {task.layout_note}" if task.layout_note else ""
+            note = "".join(f"; {n}" for n in (task.layout_note, task.preprocess_note) if n)
             print(f"{model_source.label}: {task.layout} on {session.backend}; "
                   f"{_describe_sources(sources)}; batch up to {batching.max_batch} "
                   f"({batching.why}){note}", file=sys.stderr)

@@ -123,6 +123,9 @@ _PREPROCESS = _object({
     "std": {"type": ["number", "array"], "examples": [[0.229, 0.224, 0.225]]},
     "layout": {"enum": ["NCHW", "NHWC"], "examples": ["NCHW"]},
     "dtype": {"enum": ["float32", "float16", "uint8"], "examples": ["float32"]},
+    "interpolation": {"enum": ["nearest", "linear", "cubic", "area", "lanczos"],
+                      "examples": ["linear"]},
+    "rounding": {"enum": ["round", "floor"], "examples": ["round"]},
 })
 
 _POSTPROCESS = _object({

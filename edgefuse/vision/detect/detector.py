@@ -38,6 +38,8 @@ from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.overlay import draw_detections, label_of
 from edgefuse.vision.model import layouts
 from edgefuse.vision.model.adapter import VisionModel
+from edgefuse.vision.model.extra_inputs import in_graph_geometry, scaled_outputs
+from edgefuse.vision.model.families import FamilyCall, by_heads
 
 Graph = onnx.ModelProto | str | os.PathLike[str] | None
 
@@ -80,6 +82,10 @@ class Detector(VisionModel):
         self.class_names = tuple(class_names or self.info.classes or self._numbered_names())
         self.colours = palette.bgr(palette.palette("boxes"))
         self.line_width = line_width
+        scaled = scaled_outputs(self._graph_model(), self.plan.extras)
+        # No graph to read (an OM): PaddleDetection's exports divide by the scale_factor fed.
+        self._in_graph_scale = (bool(self.plan.extras) if scaled is None else
+                                self.heads is not None and self.heads.names[0] in scaled)
 
     @classmethod
     def open(cls, model: Any, *, backends: str | Iterable[str] = DEFAULT_BACKENDS,
@@ -99,6 +105,8 @@ class Detector(VisionModel):
         return f"layout {self.heads.describe()}, {self._why}"
 
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Geometry) -> Detections:
+        if self._in_graph_scale:  # the graph divided the boxes by the scale_factor fed
+            geometry = in_graph_geometry(geometry)
         return detect.decode(outputs, self.layout, geometry, self.options, self.heads)
 
     def annotate(self, image: np.ndarray, result: Detections) -> np.ndarray:
@@ -139,13 +147,17 @@ class Detector(VisionModel):
         self.heads, self._why = found
         return self.heads.layout
 
+    def _family(self) -> FamilyCall | None:
+        return by_heads(self.heads.layout, self.heads.form) if self.heads is not None else None
+
+    def _graph_model(self) -> onnx.ModelProto | None:
+        if self._graph is not None and not isinstance(self._graph, onnx.ModelProto):
+            self._graph = onnx.load(os.fspath(self._graph), load_external_data=False)
+        return self._graph
+
     def _tails(self) -> dict | None:
-        if self._graph is None:
-            return None
-        graph = self._graph
-        if not isinstance(graph, onnx.ModelProto):
-            graph = onnx.load(os.fspath(graph), load_external_data=False)
-        return tails(graph)
+        graph = self._graph_model()
+        return tails(graph) if graph is not None else None
 
     def _numbered_names(self) -> tuple[str, ...]:
         """class0, class1, ... as many as the outputs have classes (none for a YoloHead)."""

@@ -10,8 +10,13 @@ never normalised twice (pitfall 4 of shared/reference/apps-and-pipelines.md §2.
   [1, 1.5H, W] bytes of a YUV420SP build); the frame is only letterboxed (or stretched) to the
   AIPP source size, in the channel order of its ``input_format`` (converted to NV12/NV21 for a
   YUV build); a crop in the AIPP spec gets the fitted frame pasted at the crop's place;
-- otherwise: the app info's preprocess record, or defaults from the input's shape (letterbox,
-  pad 114, RGB, /255, NCHW float32), with the caller's overrides, checked against the input.
+- otherwise: the app info's preprocess record (or PaddleDetection's ``infer_cfg.yml`` beside
+  the model), else the preprocessing of the family the graph tells (``families``), else
+  defaults from the input's shape (letterbox, pad 114, RGB, /255, NCHW float32) called a guess,
+  with the caller's overrides, checked against the input; ``origin`` says which decided.
+
+Inputs beside the image are fed only where an exporter defines them (``extra_inputs``:
+PaddleDetection's ``scale_factor`` and ``im_shape``, from the frame's geometry).
 """
 
 from __future__ import annotations
@@ -35,9 +40,14 @@ from edgefuse.preprocess import Geometry, Preprocess, fit, to_tensor
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
 from edgefuse.vision.model import layouts
+from edgefuse.vision.model.extra_inputs import extra_feeds, split_inputs
+from edgefuse.vision.model.families import DEFAULT_GUESS, FamilyCall, by_inputs, by_outputs
+from edgefuse.vision.model.paddle_record import infer_cfg_beside, read_infer_cfg
 
 log = logging.getLogger(__name__)
 
+# The record's keys that say how the frame is fitted (the host does it even for an AIPP build).
+FIT_KEYS = ("resize", "pad_value", "center", "interpolation", "rounding")
 TASK_WORDS = {"detect": "detection", "segment": "segmentation", "classify": "classification"}
 
 
@@ -50,10 +60,14 @@ class InputPlan:
     aipp: bool = False
     canvas: tuple[int, int, int, int] | None = None  # AIPP source (h, w) and crop (x, y)
     yuv: AippSpec | None = None  # a YUV420SP AIPP: BGR frames become its NV12/NV21 bytes
+    extras: tuple[str, ...] = ()  # PaddleDetection's scale_factor / im_shape (extra_inputs)
+    origin: str = ""  # who decided the preprocessing, for the start line
+    guess: bool = False  # nothing in or beside the model said: a family told later may decide
 
 
 def app_info_of(source: ModelSource) -> AppInfo | None:
-    """The application info a model or BUILD_DIR carries (manifest first, then the ONNX)."""
+    """The application info a model or BUILD_DIR carries (manifest first, then the ONNX, then
+    the ``infer_cfg.yml`` PaddleDetection's exporter writes beside the model)."""
     if source.manifest is not None:
         info = model_info.from_manifest_extra(source.manifest.extra, source.label)
         if info is not None:
@@ -62,32 +76,58 @@ def app_info_of(source: ModelSource) -> AppInfo | None:
     if model is None:
         return None
     if not isinstance(model, onnx.ModelProto):
+        path = model
         model = load_onnx(model, external_data=False)  # a damaged file: not-onnx, not a crash
+        info = model_info.from_onnx(model, source.label)
+        beside = infer_cfg_beside(path) if info is None else None
+        return read_infer_cfg(beside) if beside is not None else info
     return model_info.from_onnx(model, source.label)
 
 
 def plan_input(session: Session, info: AppInfo, manifest: BuildManifest | None,
-               overrides: Mapping[str, Any] | None = None) -> InputPlan:
-    """How frames become the session's image input (see the module docstring)."""
+               overrides: Mapping[str, Any] | None = None,
+               family: FamilyCall | None = None) -> InputPlan:
+    """How frames become the session's inputs (see the module docstring); ``family`` (told
+    from the outputs) decides what neither the app info nor the config says."""
     overrides = dict(overrides or {})
-    if len(session.inputs) != 1:
-        raise InputError(
-            f"the model takes {len(session.inputs)} inputs; edgefuse.vision feeds one image",
-            context="inputs: " + "; ".join(s.describe() for s in session.inputs),
-            hint="export the model with the image as its only input",
-            reference=Ref.WRONG_MODEL_KIND,
-        )
-    spec = session.inputs[0]
+    spec, extras = split_inputs(session.inputs)
     if manifest is not None and manifest.preprocess is not None:
-        return _aipp_plan(spec.name, manifest.preprocess, info, overrides)
-    base = info.preprocess or _default_preprocess(spec, overrides)
+        plan = _aipp_plan(spec.name, manifest.preprocess, info, overrides)
+        return dataclasses.replace(plan, extras=extras, origin="the build's AIPP")
+    family = family or (None if info.preprocess is not None else by_inputs(extras))
+    guess = False
+    if info.preprocess is not None:
+        base, origin = info.preprocess, info.origin
+    elif family is not None:
+        base = Preprocess.from_dict(dict(family.record),
+                                    base=_default_preprocess(spec, overrides), where=family.family)
+        origin = family.describe()
+    else:
+        base, origin, guess = _default_preprocess(spec, overrides), DEFAULT_GUESS, True
+    if overrides:
+        origin = f"{origin}; {', '.join(sorted(overrides))} from the config"
     record = Preprocess.from_dict(overrides, base=base, where="preprocess") if overrides else base
     _check_against_input(record, spec)
-    return InputPlan(spec.name, record)
+    return InputPlan(spec.name, record, extras=extras, origin=origin, guess=guess)
+
+
+def plan_for_source(session: Session, source: ModelSource) -> InputPlan:
+    """The plan the apps make for ``source``, without opening a task: where nothing in or
+    beside the model says, the family its outputs tell decides, as in ``VisionModel``."""
+    info = app_info_of(source) or AppInfo()
+    plan = plan_input(session, info, source.manifest)
+    if not plan.guess:
+        return plan
+    graph = source.onnx
+    if graph is not None and not isinstance(graph, onnx.ModelProto):
+        graph = load_onnx(graph, external_data=False)
+    outputs = [(o.name, o.shape, o.dtype.name) for o in session.outputs]
+    family = by_outputs(outputs, plan.preprocess.size, graph)
+    return plan if family is None else plan_input(session, info, source.manifest, family=family)
 
 
 def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
-    """One BGR frame -> the feeds of the plan's input, and the geometry back to the frame.
+    """One BGR frame -> the feeds of the plan's inputs, and the geometry back to the frame.
 
     A function of the plan alone, so that whatever feeds a session frames (an app, ``edgefuse run
     --frames``, a test) prepares them exactly as the apps do.
@@ -101,7 +141,7 @@ def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndar
         tensor = canvas
     if plan.yuv is not None:
         tensor = plan.yuv.frame_from_bgr(tensor[0])[np.newaxis]
-    return {plan.name: tensor}, geometry
+    return {plan.name: tensor, **extra_feeds(plan.extras, geometry)}, geometry
 
 
 def _default_preprocess(spec: Any, overrides: Mapping[str, Any]) -> Preprocess:
@@ -143,7 +183,7 @@ def _aipp_plan(name: str, aipp: AippRecord, info: AppInfo,
     spec = aipp.spec
     width, height = spec.source_size
     fit_w, fit_h = spec.output_size
-    geometry_keys = {k: v for k, v in overrides.items() if k in ("resize", "pad_value", "center")}
+    geometry_keys = {k: v for k, v in overrides.items() if k in FIT_KEYS}
     ignored = sorted(set(overrides) - set(geometry_keys))
     if ignored:
         log.warning("AIPP build: ignoring preprocess %s (the build's AIPP decides them)",
@@ -153,7 +193,7 @@ def _aipp_plan(name: str, aipp: AippRecord, info: AppInfo,
     # A YUV420SP build takes NV12/NV21 bytes: the frame is fitted in BGR, then converted.
     color = "BGR" if spec.is_yuv else spec.input_format[:3]
     record = Preprocess.from_dict({
-        **{k: base[k] for k in ("resize", "pad_value", "center") if k in base},
+        **{k: base[k] for k in FIT_KEYS if k in base},
         **geometry_keys,
         "size": [fit_h, fit_w], "color": color, "scale": 1.0, "mean": 0.0,
         "std": 1.0, "layout": "NHWC", "dtype": "uint8",
@@ -201,6 +241,9 @@ class VisionModel:
         self._check_layout()
         if self.layout is None:  # dynamic output shapes: one run tells
             self.warm_up()
+        family = self._family() if self.plan.guess else None
+        if family is not None:
+            self.plan = plan_input(session, self.info, manifest, preprocess, family)
 
     @classmethod
     def open(cls, model: Any, *, backends: str | Iterable[str] = DEFAULT_BACKENDS,
@@ -248,6 +291,15 @@ class VisionModel:
 
     def close(self) -> None:
         self.session.close()
+
+    def _family(self) -> FamilyCall | None:
+        """The family the outputs tell (a task's own layouts), for a model nothing else names."""
+        return None
+
+    @property
+    def preprocess_note(self) -> str:
+        """Who decided the preprocessing, for the line an app prints at start."""
+        return f"preprocess: {self.plan.origin}" if self.plan.origin else ""
 
     @property
     def layout_note(self) -> str:

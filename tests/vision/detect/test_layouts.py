@@ -196,8 +196,10 @@ def test_detr_boxes_and_scores_take_a_sigmoid_only_where_the_graph_gives_logits(
 # ---- PaddleDetection --------------------------------------------------------------------------
 
 
+# Linear, as paddle_input resizes (the family's default, told from the outputs, is cubic).
 PADDLE_PRE = {"size": [160, 160], "resize": "stretch", "color": "RGB", "scale": 1 / 255,
-              "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
+              "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225],
+              "interpolation": "linear"}
 
 
 def paddle_input(image: np.ndarray, size=(160, 160)) -> tuple[np.ndarray, float, float]:
