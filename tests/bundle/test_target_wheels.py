@@ -23,7 +23,7 @@ import pytest
 
 from edgefuse.bundle.builder import build
 from edgefuse.bundle.bundle_check import verify_tree
-from edgefuse.bundle.target_wheels import download_command, target_python
+from edgefuse.bundle.target_wheels import download_command, requirement, target_python
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
 from tests.bundle.trust import (
@@ -74,24 +74,71 @@ def test_the_lock_pins_every_wheel_the_bundle_carries_and_the_manifest_covers_th
     assert manifest["app"]["wheel"] == "wheels/edgefuse-0.1.0-py3-none-any.whl"
 
 
-def test_the_download_command_resolves_for_the_board(tmp_path):
-    spec_python = {"version": "3.10", "wheels": "download"}
-    argv = download_command(target_python(spec_python, tmp_path), tmp_path / "app.whl",
+def test_the_download_command_resolves_for_the_boards_tags(tmp_path):
+    """The Atlas 200I DK A2 (Ubuntu 22.04: glibc 2.35, Python 3.10): every manylinux tag from
+    2_35 down to 2014, not the one fixed manylinux2014 tag that found onnxruntime <= 1.16.3."""
+    python = target_python({"wheels": "download"}, {"board": "atlas-200i-dk-a2"}, tmp_path)
+    argv = download_command(python, requirement(tmp_path / "app.whl", ["serve", "vision"]),
                             tmp_path / "dest")
     assert argv[:4] == [sys.executable, "-m", "pip", "download"]
     text = " ".join(argv)
-    for flag in ("--platform manylinux2014_aarch64", "--python-version 3.10",
-                 "--only-binary=:all:", "--implementation cp", f"--dest {tmp_path / 'dest'}"):
+    for flag in ("--platform manylinux_2_35_aarch64", "--platform manylinux_2_28_aarch64",
+                 "--platform manylinux_2_17_aarch64", "--platform manylinux2014_aarch64",
+                 "--python-version 3.10", "--only-binary=:all:", "--implementation cp",
+                 f"--dest {tmp_path / 'dest'}"):
         assert flag in text
-    assert "--no-index" not in argv and argv[-1] == str(tmp_path / "app.whl")
+    assert "manylinux_2_36" not in text and "x86_64" not in text
+    assert "--no-index" not in argv and argv[-1] == f"{tmp_path / 'app.whl'}[serve,vision]"
     house = target_python({"version": "3.9", "wheels": "house",
                            "platform": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"]},
-                          tmp_path)
-    argv = download_command(house, tmp_path / "app.whl", tmp_path / "dest")
+                          {"board": "my-board", "glibc": "2.31", "arch": "aarch64"}, tmp_path)
+    argv = download_command(house, str(tmp_path / "app.whl"), tmp_path / "dest")
     text = " ".join(argv)
     assert "--isolated" in argv and "--no-index" in argv
     assert f"--find-links {tmp_path / 'house'}" in text and "--python-version 3.9" in text
-    assert argv.count("--platform") == 2
+    assert argv.count("--platform") == 2  # python.platform overrides the board's tags
+
+
+def _house_spec(tmp_path: Path, glibc: str) -> Path:
+    """The small spec on a described board with ``glibc``, numpy's stand-ins replaced by
+    1.20 (pure: below edgefuse's floor) and 2.1 (built for glibc 2.28)."""
+    spec = write_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace('glibc: "2.17"', f'glibc: "{glibc}"'))
+    house = tmp_path / "spec" / "wheelhouse"
+    for wheel in house.glob("numpy-*.whl"):
+        wheel.unlink()
+    abi = f"cp{HOST_PYTHON.replace('.', '')}"
+    dummy_wheel(house, "numpy", "1.20")
+    dummy_wheel(house, "numpy", "2.1", tag=f"{abi}-{abi}-manylinux_2_28_aarch64")
+    return spec
+
+
+def test_a_version_only_built_for_a_newer_glibc_is_named_with_the_newest_that_fits(
+        small_build, tmp_path):
+    """pip finds numpy for the board's tags, but not at a version edgefuse allows: the error
+    names the requirement, the newest version for the tags tried, and says the index is not
+    the cause."""
+    spec = _house_spec(tmp_path, "2.27")
+    with pytest.raises(InputError, match=r"no wheel of numpy>=1\.24 for Python") as caught:
+        build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    context = caught.value.context
+    assert "the newest numpy the wheelhouse" in context and "for these tags is 1.20" in context
+    assert "not the index" in context
+    assert "tags tried: manylinux_2_27_aarch64, manylinux_2_26_aarch64" in context
+    assert "manylinux_2_28_aarch64" not in context.split("tags tried:")[1].split("\n")[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_boards_glibc_decides_which_wheels_are_taken(small_build, tmp_path):
+    """The same wheelhouse for a board with glibc 2.28: pip takes numpy 2.1, built for it."""
+    spec = _house_spec(tmp_path, "2.28")
+    outcome = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert any(line.startswith("numpy==2.1 ") for line in
+               (outcome.bundle_dir / "requirements.lock").read_text().splitlines())
+    python = json.loads((outcome.bundle_dir / "MANIFEST.json").read_text())["python"]
+    assert python["board"] == {"name": "build-host", "os": "described in the spec",
+                               "arch": "aarch64", "glibc": "2.28"}
+    assert python["platforms"][0] == "manylinux_2_28_aarch64" and python["extras"] == ["vision"]
 
 
 def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build_first(tmp_path):
@@ -101,9 +148,12 @@ def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build_first(tmp_path
     for wheel in house.glob("numpy-*.whl"):
         wheel.unlink()
     dummy_wheel(house, "numpy", version, tag="cp311-cp311-manylinux2014_x86_64")  # the host's
-    with pytest.raises(InputError, match=r"lacks wheels for the target") as caught:
+    with pytest.raises(InputError, match=r"no wheel of numpy") as caught:
         build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
-    assert "numpy" in caught.value.context and "--only-binary=:all:" in caught.value.context
+    context = caught.value.context
+    assert "has no numpy wheel for these tags at all" in context
+    assert f"numpy-{version}-cp311-cp311-manylinux2014_x86_64.whl" in context
+    assert "--only-binary=:all:" in context and "manylinux2014_aarch64" in context
     assert not (tmp_path / "out").exists()
     cache = tmp_path / "cache"
     assert {p.name for p in cache.iterdir()} <= {"wheel", "wheels"}  # no model was built
@@ -204,7 +254,7 @@ def test_first_boot_pip_runs_as_the_service_user_on_the_locked_wheels_only(small
     assert done.returncode == 0, done.stderr
     lines = log.read_text().splitlines()
     assert len(lines) == 2 and all(line.startswith("-u HwHiAiUser -- ") for line in lines)
-    assert " -m venv --system-site-packages " in lines[0]
+    assert lines[0].endswith(" -m venv " + str((prefix / "current").resolve() / ".venv"))
     pip = lines[1].split()
     release = (prefix / "current").resolve()
     for flag in ("--no-index", "--require-hashes", "--isolated", "--ignore-installed"):
