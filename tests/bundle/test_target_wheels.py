@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -29,6 +30,7 @@ from tests.bundle.models import write_spec
 from tests.bundle.trust import (
     build_version,
     host_python3,
+    host_python3_path,
     rewrite_manifest,
     run_install,
     shim,
@@ -290,3 +292,62 @@ def test_download_fetches_the_targets_wheels_from_the_hosts_index(small_build, t
                                                       tmp_path / "simple"))
     outcome = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
     assert _lock(outcome.bundle_dir) == _lock(small_build.bundle)
+
+
+def _plant(site: Path, module: str) -> None:
+    (site / module).mkdir(parents=True, exist_ok=True)
+    (site / module / "__init__.py").write_text(f"WHERE = 'planted {module}'\n")
+
+
+@pytest.mark.slow
+def test_the_boards_own_packages_never_shadow_the_locked_ones_but_canns_acl_is_seen(
+        small_build, tmp_path):
+    """The image's numpy and cv2 (here in the user site-packages of the Python the installer
+    uses, which an environment made with --system-site-packages puts before its own packages)
+    are invisible to the service's environment; CANN's pyACL is found at install time and named
+    in edgefuse-cann.pth, after the locked packages."""
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    user_base = tmp_path / "userbase"
+    user_site = user_base / "lib" / f"python{HOST_PYTHON}" / "site-packages"
+    for module in ("numpy", "cv2"):
+        _plant(user_site, module)
+    cann = tmp_path / "Ascend" / "ascend-toolkit" / "latest"
+    _plant(cann / "python" / "site-packages", "acl")
+    env = {**host_python3(tmp_path), "PYTHONUSERBASE": str(user_base),
+           "ASCEND_TOOLKIT_HOME": str(cann)}
+    done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
+    assert done.returncode == 0, done.stderr
+    assert "CANN's Python folders for pyACL (import acl), in " in done.stderr
+    release = (prefix / "current").resolve()
+    venv = release / ".venv"
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    pth = _site_packages(venv) / "edgefuse-cann.pth"
+    assert pth.read_text() == f"{cann / 'python' / 'site-packages'}\n"
+    probe = ("import importlib.util as u, acl\n"
+             "print(u.find_spec('numpy'), u.find_spec('cv2'), acl.WHERE)\n")
+    seen = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True,
+                          text=True, env={**os.environ, **env}, check=True).stdout.split()
+    assert seen == ["None", "None", "planted", "acl"]  # stand-in wheels carry no module
+    verify_tree(prefix / "current")
+    # the same Python with --system-site-packages: the planted copies win (what this prevents)
+    other = tmp_path / "system-site-venv"
+    subprocess.run([host_python3_path(), "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(other)], check=True, env={**os.environ, **env})
+    planted = subprocess.run([str(other / "bin" / "python"), "-c",
+                              "import numpy, cv2; print(numpy.WHERE, cv2.WHERE)"],
+                             capture_output=True, text=True, env={**os.environ, **env},
+                             check=True).stdout
+    assert planted.split() == ["planted", "numpy", "planted", "cv2"]
+
+
+@pytest.mark.slow
+def test_without_cann_the_environment_has_no_pth_and_says_the_cpu_runs(small_build, tmp_path):
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    env = {**host_python3(tmp_path), "ASCEND_TOOLKIT_HOME": str(tmp_path / "none")}
+    done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
+    assert done.returncode == 0, done.stderr
+    assert "no CANN found" in done.stderr and "runs on the CPU fallback" in done.stderr
+    venv = (prefix / "current").resolve() / ".venv"
+    assert not (_site_packages(venv) / "edgefuse-cann.pth").exists()
