@@ -64,7 +64,8 @@ def test_the_board_gives_the_python_version(tmp_path):
     text = spec.read_text()
     text = text[:text.index("  board: build-host")] + "  board: debian-12-arm64\n" + text[
         text.index("reproducibility:"):]
-    spec.write_text(text[:text.index('  version: "', text.index("python:"))] + "  wheels: wheelhouse\n")
+    python_at = text.index('  version: "', text.index("python:"))
+    spec.write_text(text[:python_at] + "  wheels: wheelhouse\n")
     python = load_spec(spec).python
     assert python["version"] == "3.11"
     assert python["platforms"][0] == "manylinux_2_36_aarch64"
