@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgefuse.bundle.boards import BOARDS, DEFAULT_BOARD, Board
+from edgefuse.bundle.boards import BOARDS, DEFAULT_BOARD, Board, platform_tags
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import file_sha256
 
@@ -157,6 +157,10 @@ def _no_wheels(python: dict[str, Any], argv: list[str], output: str) -> InputErr
     else:
         why = (f"nothing was found for these tags in {source}: check the name and, for "
                "python.wheels: download, that pip's index (PIP_INDEX_URL, pip.conf) holds it")
+    board = python["board"]
+    if tags != platform_tags(board["arch"], board["glibc"]):
+        why += (f"; python.platform narrows the tags: without it the build takes every tag "
+                f"glibc {board['glibc']} allows")
     return InputError(
         f"no wheel of {', '.join(req for req, _, _ in missing)} for {_target_text(python)} "
         f"({tags_text}); the bundle would have to reach an index on the board, so nothing was "

@@ -128,7 +128,16 @@ def test_a_version_only_built_for_a_newer_glibc_is_named_with_the_newest_that_fi
     assert "not the index" in context
     assert "tags tried: manylinux_2_27_aarch64, manylinux_2_26_aarch64" in context
     assert "manylinux_2_28_aarch64" not in context.split("tags tried:")[1].split("\n")[0]
+    assert "python.platform narrows" not in context
     assert not (tmp_path / "out").exists()
+    # a python.platform that leaves out the board's newer tags is named as the cause
+    spec = _house_spec(tmp_path / "narrow", "2.28")
+    narrowed = "wheels: wheelhouse\n  platform: manylinux2014_aarch64"
+    spec.write_text(spec.read_text().replace("wheels: wheelhouse", narrowed))
+    with pytest.raises(InputError, match=r"no wheel of numpy>=1\.24") as caught:
+        build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert "python.platform narrows the tags: without it the build takes every tag glibc 2.28" \
+        in caught.value.context
 
 
 def test_the_boards_glibc_decides_which_wheels_are_taken(small_build, tmp_path):
