@@ -41,7 +41,7 @@ DOWNLOAD = "download"  # python.wheels: fetch from the build host's index instea
 _WHEEL_NAME = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[A-Za-z0-9_.!+]+)"
                          r"(-[0-9][A-Za-z0-9_.]*)?-[^-]+-[^-]+-[^-]+\.whl\Z")
 # pip's report of a requirement it found no file for (pip 20 to 25 word it the same way)
-_NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (?P<req>\S+)"
+_NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (?P<req>.+?)"
                         r"(?: \(from (?P<by>[^)]*)\))? \(from versions: (?P<versions>[^)]*)\)")
 
 
@@ -141,7 +141,9 @@ def _no_wheels(python: dict[str, Any], argv: list[str], output: str) -> InputErr
     lines, causes = [], set()
     for req, by, versions in missing:
         name = re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0]
-        needed = f"{req}{f' (required by {by})' if by else ''}"
+        extra = re.search(r"""extra == ["']([^"']+)["']""", req)
+        needed = (f"{req.partition(';')[0].strip()}{f' (required by {by}' if by else ''}"
+                  f"{f', its {extra[1]} extra' if extra and by else ''}{')' if by else ''}")
         if versions:
             lines.append(f"{needed}: the newest {name} {source} has for these tags is "
                          f"{versions[-1]} (it has {', '.join(versions[-5:])})")
@@ -162,7 +164,8 @@ def _no_wheels(python: dict[str, Any], argv: list[str], output: str) -> InputErr
         why += (f"; python.platform narrows the tags: without it the build takes every tag "
                 f"glibc {board['glibc']} allows")
     return InputError(
-        f"no wheel of {', '.join(req for req, _, _ in missing)} for {_target_text(python)} "
+        f"no wheel of {', '.join(req.partition(';')[0].strip() for req, _, _ in missing)} for "
+        f"{_target_text(python)} "
         f"({tags_text}); the bundle would have to reach an index on the board, so nothing was "
         "built",
         context="\n".join([*lines, why, f"tags tried: {', '.join(tags)}", command, tail]),

@@ -360,3 +360,17 @@ def test_without_cann_the_environment_has_no_pth_and_says_the_cpu_runs(small_bui
     assert "no CANN found" in done.stderr and "runs on the CPU fallback" in done.stderr
     venv = (prefix / "current").resolve() / ".venv"
     assert not (_site_packages(venv) / "edgefuse-cann.pth").exists()
+
+
+def test_a_missing_extra_of_the_app_is_named_with_the_extra(tmp_path):
+    """A service with a health port needs the live server (edgefuse[serve]): a wheelhouse
+    without aiohttp stops the build, naming the extra that asked for it."""
+    spec = write_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace("service:\n", "service:\n  health: {port: 8080}\n"))
+    for wheel in (tmp_path / "spec" / "wheelhouse").glob("aiohttp-*.whl"):
+        wheel.unlink()
+    with pytest.raises(InputError, match=r"no wheel of aiohttp>=3\.9 for Python") as caught:
+        build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert "aiohttp>=3.9 (required by edgefuse[serve,vision], its serve extra): the wheelhouse" \
+        in caught.value.context
+    assert "it has no aiohttp" in caught.value.context

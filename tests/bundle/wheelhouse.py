@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_zip
+from edgefuse.bundle.spec_schema import BUNDLE_EXTRAS
 from edgefuse.bundle.wheel import project_metadata
 
 HOST_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -53,7 +54,8 @@ def requirement_floors(extras: tuple[str, ...] = ("vision",)) -> dict[str, str]:
 
 
 def fill_wheelhouse(folder: Path) -> Path:
-    """A stand-in wheel for each of edgefuse's requirements in ``folder``; returns it."""
-    for name, version in requirement_floors().items():
+    """A stand-in wheel for each of edgefuse's requirements, those of every extra a bundle may
+    carry included, in ``folder``; returns it."""
+    for name, version in requirement_floors(BUNDLE_EXTRAS).items():
         dummy_wheel(folder, name, version)
     return folder
