@@ -311,7 +311,7 @@ as_service_user() {  # run a command as the service user where root can switch t
 
 cann_python_paths() {  # the folders CANN's set_env.sh puts on PYTHONPATH, where pyACL (acl.so) is
   local home
-  for home in ${ASCEND_TOOLKIT_HOME:-} "$CANN_HOME" /usr/local/Ascend/ascend-toolkit/latest \
+  for home in "${ASCEND_TOOLKIT_HOME:-}" "$CANN_HOME" /usr/local/Ascend/ascend-toolkit/latest \
       /usr/local/Ascend/nnrt/latest; do
     if [ -n "$home" ] && { [ -e "$home/python/site-packages/acl.so" ] \
         || [ -d "$home/python/site-packages/acl" ]; }; then
