@@ -40,7 +40,8 @@ DOWNLOAD = "download"  # python.wheels: fetch from the build host's index instea
 # name-version(-build)?-python-abi-platform.whl (PEP 427); the name has no '-'
 _WHEEL_NAME = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[A-Za-z0-9_.!+]+)"
                          r"(-[0-9][A-Za-z0-9_.]*)?-[^-]+-[^-]+-[^-]+\.whl\Z")
-# pip's report of a requirement it found no file for (pip 20 to 25 word it the same way)
+# pip's report of a requirement it found no file for (as pip 23 words it; the "from
+# versions" list holds only versions with a file for the tags and Python given)
 _NOT_FOUND = re.compile(r"Could not find a version that satisfies the requirement (?P<req>.+?)"
                         r"(?: \(from (?P<by>[^)]*)\))? \(from versions: (?P<versions>[^)]*)\)")
 
