@@ -77,6 +77,7 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheels: En
                     "user": spec.service["user"], "restart": spec.service["restart"]}
         if spec.app is not None else None,
         "python": {"version": spec.python["version"], "platforms": spec.python["platforms"],
+                   "board": spec.python["board"], "extras": wheels.info["extras"],
                    "lock": LOCK_FILE, "wheels": f"{WHEELS_DIR}/",
                    "packages": dict(sorted(wheel_identity(name) for name in wheels.files))},
         "install": {"prefix": spec.prefix, "script": "install.sh",

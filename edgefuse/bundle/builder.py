@@ -39,6 +39,7 @@ from edgefuse._files import (
 )
 from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
+from edgefuse.bundle.app_requirements import bundle_extras
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
 from edgefuse.bundle.digests import (
@@ -54,7 +55,7 @@ from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
 from edgefuse.bundle.signing import load_private_key, sign_bundle
 from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
 from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model
-from edgefuse.bundle.target_wheels import DOWNLOAD, fetch_wheels
+from edgefuse.bundle.target_wheels import DOWNLOAD, fetch_wheels, requirement
 from edgefuse.bundle.wheel import build_wheel
 from edgefuse.errors import EdgefuseError, InputError, Ref
 from edgefuse.manifest import file_sha256
@@ -361,23 +362,26 @@ def _op_package(spec: BuildSpec, builds: list[ModelBuild], cache: Cache) -> Entr
 
 
 def _target_wheels(spec: BuildSpec, app_wheel: Entry, cache: Cache) -> Entry:
-    """edgefuse's wheel and every wheel it needs on the board (``target_wheels``), cached: a
-    download resolves once, later builds reuse the same files (``--no-cache`` resolves again)."""
+    """edgefuse's wheel, with the extras its app needs (``app_requirements``), and every wheel
+    they need on the board (``target_wheels``), cached: a download resolves once, later builds
+    reuse the same files (``--no-cache`` resolves again)."""
     app = app_wheel.path(next(iter(app_wheel.files)))
+    extras = bundle_extras(spec)
 
     def produce(scratch: Path) -> dict[str, Any]:
-        return {"wheels": [path.name for path in fetch_wheels(spec.python, app, scratch)]}
+        wheels = fetch_wheels(spec.python, requirement(app, extras), scratch)
+        return {"wheels": [path.name for path in wheels], "extras": extras}
 
-    entry, _ = cache.fetch("wheels", wheels_key(spec.python, file_sha256(app)), produce)
+    entry, _ = cache.fetch("wheels", wheels_key(spec.python, file_sha256(app), extras), produce)
     return entry
 
 
-def wheels_key(python: dict[str, Any], app_wheel_sha256: str) -> str:
-    """The resolution depends on the target, edgefuse's wheel (its requirements), pip and, from
-    a wheelhouse, every file in it."""
+def wheels_key(python: dict[str, Any], app_wheel_sha256: str, extras: list[str]) -> str:
+    """The resolution depends on the target, edgefuse's wheel (its requirements) and the extras
+    taken, pip and, from a wheelhouse, every file in it."""
     source = python["wheels"]
     return key_of({"stage": "wheels", "version": python["version"],
-                   "platforms": python["platforms"], "app": app_wheel_sha256,
+                   "platforms": python["platforms"], "app": app_wheel_sha256, "extras": extras,
                    "pip": library_version("pip"),
                    "source": source if source == DOWNLOAD else tree_sha256(source)})
 

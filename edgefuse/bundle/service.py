@@ -50,6 +50,7 @@ def script_values(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
         "SERVICE_GROUP": shlex.quote(spec.service["group"]),
         "OPP_VENDOR": shlex.quote(opp_vendor) if opp_vendor else "''",
         "PYTHON_VERSION": shlex.quote(spec.python["version"]),
+        "CANN_HOME": shlex.quote(spec.target["cann_home"]),
     }
 
 
@@ -115,7 +116,8 @@ def environment(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
         "ASCEND_OPP_PATH": f"{cann}/opp",
         "LD_LIBRARY_PATH": f"{cann}/lib64:{cann}/lib64/plugin/opskernel:"
                            f"{cann}/lib64/plugin/nnengine:{_DRIVER_LIBS}",
-        "PYTHONPATH": f"{cann}/python/site-packages:{cann}/opp/built-in/op_impl/ai_core/tbe",
+        # no PYTHONPATH: it would put CANN's folders before the locked packages; install.sh
+        # names them in the environment's edgefuse-cann.pth, after them
         "PATH": f"{cann}/bin:{cann}/compiler/ccec_compiler/bin:/usr/local/sbin:/usr/local/bin:"
                 "/usr/sbin:/usr/bin:/sbin:/bin",
         "PYTHONUNBUFFERED": "1",

@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 
 from edgefuse.bundle import spec_checks
+from edgefuse.bundle.boards import DEFAULT_BOARD
 from edgefuse.bundle.spec_problems import SpecError, SpecProblem, from_schema_error
 from edgefuse.bundle.spec_schema import SCHEMA
 from edgefuse.bundle.target_wheels import target_python
@@ -139,7 +140,7 @@ def _parse(text: str, file: str) -> Located:
 def _records(data: dict[str, Any], file: Path) -> BuildSpec:
     directory = file.resolve().parent
     bundle = data["bundle"]
-    target = {"board": "atlas-200i-dk-a2", "cann": None, "cann_home": DEFAULT_CANN_HOME,
+    target = {"board": DEFAULT_BOARD, "cann": None, "cann_home": DEFAULT_CANN_HOME,
               **data["target"]}
     name = bundle["name"]
     service = {"name": f"edgefuse-{name}", "user": DEFAULT_SERVICE_USER, "group": None,
@@ -160,7 +161,7 @@ def _records(data: dict[str, Any], file: Path) -> BuildSpec:
         app=_app(data.get("app")),
         service=service,
         prefix=data.get("install", {}).get("prefix", f"/opt/edgefuse/{name}"),
-        python=target_python(data["python"], directory),
+        python=target_python(data["python"], target, directory),
         document=data,
     )
 

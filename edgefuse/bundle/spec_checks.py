@@ -14,11 +14,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+
 from edgefuse.acl.build.aipp import AippSpec
 from edgefuse.acl.build.soc import KNOWN_SOCS, validate_soc
 from edgefuse.apps.config import DetectionConfig, SegmentationConfig, from_mapping
+from edgefuse.bundle.boards import BOARDS, DEFAULT_BOARD
 from edgefuse.bundle.spec_problems import SpecProblem, closest
 from edgefuse.bundle.target_wheels import DOWNLOAD
+from edgefuse.bundle.wheel import project_metadata
 from edgefuse.bundle.yaml_positions import Located, Path_
 from edgefuse.errors import EdgefuseError
 from edgefuse.model_info import Postprocess
@@ -75,13 +79,66 @@ def check(located: Located, spec_dir: Path) -> list[SpecProblem]:
                                         f"'{cache['dir']}' exists and is not a folder",
                                         "name a folder (it is created when missing)"))
     python = data.get("python")
+    problems += _board(data.get("target"), python, located)
     if isinstance(python, Mapping) and isinstance(python.get("wheels"), str) \
             and python["wheels"] != DOWNLOAD and not (spec_dir / python["wheels"]).is_dir():
         problems.append(SpecProblem(
             located.value_at(("python", "wheels")), ("python", "wheels"),
             f"the wheelhouse '{python['wheels']}' is not a folder (looked in {spec_dir})",
-            "fill it with `pip download --platform manylinux2014_aarch64 --python-version 3.X "
-            "--only-binary=:all: -d WHEELHOUSE edgefuse`, or write `wheels: download`"))
+            "fill it with `pip download --platform manylinux_2_35_aarch64 --platform "
+            "manylinux2014_aarch64 --python-version 3.X --only-binary=:all: -d WHEELHOUSE "
+            "edgefuse`, or write `wheels: download`"))
+    return problems
+
+
+def _board(target: Any, python: Any, located: Located) -> list[SpecProblem]:
+    """The board is one of the table's, or the spec describes it (glibc, arch, python.version);
+    a stated Python is the board's own; and edgefuse runs on that Python."""
+    if not isinstance(target, Mapping) or not isinstance(python, Mapping):
+        return []
+    name = target.get("board", DEFAULT_BOARD)
+    version = python.get("version")
+    if not isinstance(name, str) or not isinstance(version, (str, type(None))):
+        return []
+    described = [key for key in ("os", "glibc", "arch") if key in target]
+    problems = []
+    if name in BOARDS:
+        board = BOARDS[name]
+        for key in described:
+            problems.append(SpecProblem(
+                located.value_at(("target", key)), ("target", key),
+                f"board '{name}' is in edgefuse's table ({board.os}, {board.arch}, glibc "
+                f"{board.glibc}, Python {board.python}): its '{key}' is not written in the spec",
+                f"remove `{key}:`; a board with another system needs a name of its own"))
+        if version is not None and version != board.python:
+            problems.append(SpecProblem(
+                located.value_at(("python", "version")), ("python", "version"),
+                f"board '{name}' runs Python {board.python} ({board.os}); wheels for "
+                f"{version} would not install there (install.sh refuses another python3)",
+                f"remove `version:` to take {board.python}, or describe the board you have: "
+                f"`target: {{board: my-board, glibc: \"{board.glibc}\", arch: {board.arch}}}` "
+                f"with `python: {{version: \"{version}\"}}`"))
+        version = version or board.python
+    else:
+        needed = [key for key in ("glibc", "arch") if key not in target]
+        needed += ["python.version"] if version is None else []
+        if needed:
+            near = closest(name, list(BOARDS))
+            problems.append(SpecProblem(
+                located.value_at(("target", "board")), ("target", "board"),
+                f"unknown board '{name}': edgefuse knows {', '.join(BOARDS)}; another board "
+                f"must be described ({', '.join(needed)} missing)",
+                (f"did you mean `board: {near}`? " if near else "")
+                + "or describe it: `target: {board: " + name + ", glibc: \"2.31\", arch: "
+                "aarch64}` (ldd --version, uname -m) and `python: {version: \"3.9\"}` "
+                "(python3 --version on the board)"))
+    supported = SpecifierSet(project_metadata()["requires_python"] or ">=3")
+    if version is not None and version not in supported:
+        at = ("python", "version") if "version" in python else ("target", "board")
+        problems.append(SpecProblem(
+            located.value_at(at), at,
+            f"edgefuse needs Python {supported}; the board's python3 is {version}",
+            "use an image with a newer python3 (e.g. the Ubuntu 22.04 image: atlas-200i-dk-a2)"))
     return problems
 
 

@@ -11,7 +11,7 @@ Layout (see examples/ for commented specs)::
 
     apiVersion: edgefuse/v1
     bundle:   {name, version}
-    target:   {board, soc, cann, cann_home}
+    target:   {board, soc, cann, cann_home, os, glibc, arch}
     reproducibility: {source_date_epoch}
     cache:    {dir}
     models:   [{name, source, sha256, input | inputs, opset, optimize, precision, verify, aipp,
@@ -20,14 +20,18 @@ Layout (see examples/ for commented specs)::
     app:      {kind, model, source, sinks, backend, config}
     service:  {name, user, group, restart, restart_sec, environment, supplementary_groups}
     install:  {prefix}
-    python:   {version, platform, wheels}
+    python:   {version, platform, wheels, extras}
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from edgefuse.bundle.boards import ARCHES, BOARDS
 from edgefuse.model_info import ACTIVATIONS, LAYOUTS
+
+# edgefuse's extras that a bundle may carry (pyproject.toml): what the apps import on the board
+BUNDLE_EXTRAS = ("vision", "events", "serve")
 
 API_VERSION = "edgefuse/v1"
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
@@ -210,18 +214,23 @@ _SERVICE = _object({
 
 _PYTHON = _object({
     "version": {"type": "string", "pattern": "^3\\.[0-9]{1,2}$", "examples": ["3.10"],
-                "description": "the board's python3 (X.Y): the wheels are resolved for it"},
+                "description": "the board's python3 (X.Y), which the wheels are resolved for; "
+                               "default: the board's (target.board), required for a board the "
+                               "spec describes"},
     "platform": {"type": ["string", "array"], "pattern": "^[a-z0-9_]+$",
                  "items": {"type": "string", "pattern": "^[a-z0-9_]+$"}, "minItems": 1,
-                 "examples": ["manylinux2014_aarch64"],
-                 "description": "pip --platform tag(s) of the board (default "
-                                "manylinux2014_aarch64)"},
+                 "examples": ["manylinux_2_28_aarch64"],
+                 "description": "pip --platform tag(s) instead of the board's (default: every "
+                                "manylinux tag the board's glibc and CPU allow)"},
     "wheels": {"type": "string", "minLength": 1, "examples": ["wheelhouse/", "download"],
                "description": "a folder of wheels for the board, relative to the spec, or "
                               "'download' (pip download from the build host's index); the "
                               "bundle carries them, pinned by sha256, and the board installs "
                               "from them only"},
-}, ("version", "wheels"), examples=[{"version": "3.10", "wheels": "wheelhouse/"}],
+    "extras": {"type": "array", "items": {"enum": list(BUNDLE_EXTRAS)}, "examples": [["serve"]],
+               "description": "edgefuse extras to carry besides those the app needs (the app's "
+                              "kind and config choose vision, events, serve themselves)"},
+}, ("wheels",), examples=[{"wheels": "download"}],
    description="the board's Python packages: resolved at build time for the target, carried in "
                "the bundle and pinned by sha256 (the board never installs from an index)")
 
@@ -238,7 +247,17 @@ SCHEMA: dict[str, Any] = {
                         "examples": ["1.0.0"]},
         }, ("name",)),
         "target": _object({
-            "board": {"type": "string", "minLength": 1, "examples": ["atlas-200i-dk-a2"]},
+            "board": {"type": "string", "pattern": NAME_PATTERN,
+                      "examples": ["atlas-200i-dk-a2", "debian-12-arm64"],
+                      "description": "the board and its image: a name from edgefuse's table "
+                                     f"({', '.join(BOARDS)}), or a name of your own with "
+                                     "glibc, arch and python.version"},
+            "os": {"type": "string", "minLength": 1, "examples": ["Ubuntu 20.04"],
+                   "description": "a described board's OS, for the record"},
+            "glibc": {"type": "string", "pattern": "^2\\.[0-9]{1,2}$", "examples": ["2.31"],
+                      "description": "a described board's glibc (ldd --version)"},
+            "arch": {"enum": list(ARCHES), "examples": ["aarch64"],
+                     "description": "a described board's CPU (uname -m)"},
             "soc": {"type": "string", "minLength": 1, "examples": ["Ascend310B4"]},
             "cann": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+([.][0-9A-Za-z]+)*$",
                      "examples": ["7.0.0"], "description": "the CANN version the board runs"},

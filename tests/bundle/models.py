@@ -65,6 +65,9 @@ bundle:
   version: "{version}"
 target:
   soc: Ascend310B4
+  board: build-host        # described, not from the table: its Python is this test's
+  glibc: "2.17"
+  arch: aarch64
 reproducibility:
   source_date_epoch: 1767225600
 models:

@@ -29,7 +29,7 @@ from edgefuse.reference.recording import load_recording, make_recording
 from edgefuse.runtime import open_session
 from edgefuse.testing import assert_replays
 from tests.bundle.models import silu_head, write_spec
-from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
+from tests.bundle.wheelhouse import fill_wheelhouse
 
 pytestmark = pytest.mark.ort
 
@@ -363,8 +363,8 @@ models:
     precision: {keep_fp32: none}
     verify: {samples: 1}
 app: {kind: segmentation, model: silu}
-python: {version: "PYTHON", wheels: wheelhouse}
-""".replace("PYTHON", HOST_PYTHON)
+python: {wheels: wheelhouse}
+"""
 
 
 def _ops_spec(folder):

@@ -134,6 +134,25 @@ CASES = [
                             "    source: yolov8n:tiny\n    optimize:\n"
                             "      yolo_head: {thresh: 0.3}\n"),
      11, "thresh", r"unknown key 'thresh'", r"conf|iou|max_det"),
+    ("unknown-board",
+     _edit("  soc: Ascend310B4\n", "  soc: Ascend310B4\n  board: atlas-200i-dk-a3\n"),
+     7, "atlas-200i-dk-a3", r"unknown board 'atlas-200i-dk-a3': edgefuse knows atlas-200i-dk-a2,",
+     r"did you mean `board: atlas-200i-dk-a2`\? or describe it: .*glibc"),
+    ("python-not-the-boards", _edit('version: "3.10"', 'version: "3.11"'), 16, '"3.11"',
+     r"board 'atlas-200i-dk-a2' runs Python 3.10 \(Ubuntu 22.04\)", r"remove `version:`"),
+    ("glibc-of-a-known-board",
+     _edit("  soc: Ascend310B4\n", '  soc: Ascend310B4\n  glibc: "2.31"\n'),
+     7, '"2.31"', r"is in edgefuse's table .*glibc 2.35", r"a name of its own"),
+    ("board-python-too-old",
+     _edit("  soc: Ascend310B4\n", "  soc: Ascend310B4\n  board: atlas-200i-dk-a2-openeuler\n"
+           ).replace('  version: "3.10"\n', ""),
+     7, "atlas-200i-dk-a2-openeuler", r"edgefuse needs Python >=3.10; the board's python3 is 3.9",
+     r"newer python3"),
+    ("described-board-without-python",
+     _edit("  soc: Ascend310B4\n", '  soc: Ascend310B4\n  board: rk3588-box\n  glibc: "2.31"\n'
+           "  arch: aarch64\n").replace('  version: "3.10"\n', ""),
+     7, "rk3588-box", r"another board must be described \(python.version missing\)",
+     r"python3 --version on the board"),
     ("yolo-head-with-host-layout", _edit("    source: yolov8n:tiny\n",
                                          "    source: yolov8n:tiny\n    optimize:\n"
                                          "      yolo_head: {}\n    postprocess:\n"

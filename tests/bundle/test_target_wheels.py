@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -23,12 +24,13 @@ import pytest
 
 from edgefuse.bundle.builder import build
 from edgefuse.bundle.bundle_check import verify_tree
-from edgefuse.bundle.target_wheels import download_command, target_python
+from edgefuse.bundle.target_wheels import download_command, requirement, target_python
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
 from tests.bundle.trust import (
     build_version,
     host_python3,
+    host_python3_path,
     rewrite_manifest,
     run_install,
     shim,
@@ -74,24 +76,80 @@ def test_the_lock_pins_every_wheel_the_bundle_carries_and_the_manifest_covers_th
     assert manifest["app"]["wheel"] == "wheels/edgefuse-0.1.0-py3-none-any.whl"
 
 
-def test_the_download_command_resolves_for_the_board(tmp_path):
-    spec_python = {"version": "3.10", "wheels": "download"}
-    argv = download_command(target_python(spec_python, tmp_path), tmp_path / "app.whl",
+def test_the_download_command_resolves_for_the_boards_tags(tmp_path):
+    """The Atlas 200I DK A2 (Ubuntu 22.04: glibc 2.35, Python 3.10): every manylinux tag from
+    2_35 down to 2014, not the one fixed manylinux2014 tag that found onnxruntime <= 1.16.3."""
+    python = target_python({"wheels": "download"}, {"board": "atlas-200i-dk-a2"}, tmp_path)
+    argv = download_command(python, requirement(tmp_path / "app.whl", ["serve", "vision"]),
                             tmp_path / "dest")
     assert argv[:4] == [sys.executable, "-m", "pip", "download"]
     text = " ".join(argv)
-    for flag in ("--platform manylinux2014_aarch64", "--python-version 3.10",
-                 "--only-binary=:all:", "--implementation cp", f"--dest {tmp_path / 'dest'}"):
+    for flag in ("--platform manylinux_2_35_aarch64", "--platform manylinux_2_28_aarch64",
+                 "--platform manylinux_2_17_aarch64", "--platform manylinux2014_aarch64",
+                 "--python-version 3.10", "--only-binary=:all:", "--implementation cp",
+                 f"--dest {tmp_path / 'dest'}"):
         assert flag in text
-    assert "--no-index" not in argv and argv[-1] == str(tmp_path / "app.whl")
+    assert "manylinux_2_36" not in text and "x86_64" not in text
+    assert "--no-index" not in argv and argv[-1] == f"{tmp_path / 'app.whl'}[serve,vision]"
     house = target_python({"version": "3.9", "wheels": "house",
                            "platform": ["manylinux_2_28_aarch64", "manylinux2014_aarch64"]},
-                          tmp_path)
-    argv = download_command(house, tmp_path / "app.whl", tmp_path / "dest")
+                          {"board": "my-board", "glibc": "2.31", "arch": "aarch64"}, tmp_path)
+    argv = download_command(house, str(tmp_path / "app.whl"), tmp_path / "dest")
     text = " ".join(argv)
     assert "--isolated" in argv and "--no-index" in argv
     assert f"--find-links {tmp_path / 'house'}" in text and "--python-version 3.9" in text
-    assert argv.count("--platform") == 2
+    assert argv.count("--platform") == 2  # python.platform overrides the board's tags
+
+
+def _house_spec(tmp_path: Path, glibc: str) -> Path:
+    """The small spec on a described board with ``glibc``, numpy's stand-ins replaced by
+    1.20 (pure: below edgefuse's floor) and 2.1 (built for glibc 2.28)."""
+    spec = write_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace('glibc: "2.17"', f'glibc: "{glibc}"'))
+    house = tmp_path / "spec" / "wheelhouse"
+    for wheel in house.glob("numpy-*.whl"):
+        wheel.unlink()
+    abi = f"cp{HOST_PYTHON.replace('.', '')}"
+    dummy_wheel(house, "numpy", "1.20")
+    dummy_wheel(house, "numpy", "2.1", tag=f"{abi}-{abi}-manylinux_2_28_aarch64")
+    return spec
+
+
+def test_a_version_only_built_for_a_newer_glibc_is_named_with_the_newest_that_fits(
+        small_build, tmp_path):
+    """pip finds numpy for the board's tags, but not at a version edgefuse allows: the error
+    names the requirement, the newest version for the tags tried, and says the index is not
+    the cause."""
+    spec = _house_spec(tmp_path, "2.27")
+    with pytest.raises(InputError, match=r"no wheel of numpy>=1\.24 for Python") as caught:
+        build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    context = caught.value.context
+    assert "the newest numpy the wheelhouse" in context and "for these tags is 1.20" in context
+    assert "not the index" in context
+    assert "tags tried: manylinux_2_27_aarch64, manylinux_2_26_aarch64" in context
+    assert "manylinux_2_28_aarch64" not in context.split("tags tried:")[1].split("\n")[0]
+    assert "python.platform narrows" not in context
+    assert not (tmp_path / "out").exists()
+    # a python.platform that leaves out the board's newer tags is named as the cause
+    spec = _house_spec(tmp_path / "narrow", "2.28")
+    narrowed = "wheels: wheelhouse\n  platform: manylinux2014_aarch64"
+    spec.write_text(spec.read_text().replace("wheels: wheelhouse", narrowed))
+    with pytest.raises(InputError, match=r"no wheel of numpy>=1\.24") as caught:
+        build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert "python.platform narrows the tags: without it the build takes every tag glibc 2.28" \
+        in caught.value.context
+
+
+def test_the_boards_glibc_decides_which_wheels_are_taken(small_build, tmp_path):
+    """The same wheelhouse for a board with glibc 2.28: pip takes numpy 2.1, built for it."""
+    spec = _house_spec(tmp_path, "2.28")
+    outcome = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
+    assert any(line.startswith("numpy==2.1 ") for line in
+               (outcome.bundle_dir / "requirements.lock").read_text().splitlines())
+    python = json.loads((outcome.bundle_dir / "MANIFEST.json").read_text())["python"]
+    assert python["board"] == {"name": "build-host", "os": "described in the spec",
+                               "arch": "aarch64", "glibc": "2.28"}
+    assert python["platforms"][0] == "manylinux_2_28_aarch64" and python["extras"] == ["vision"]
 
 
 def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build_first(tmp_path):
@@ -101,9 +159,12 @@ def test_a_wheelhouse_without_the_targets_wheel_refuses_the_build_first(tmp_path
     for wheel in house.glob("numpy-*.whl"):
         wheel.unlink()
     dummy_wheel(house, "numpy", version, tag="cp311-cp311-manylinux2014_x86_64")  # the host's
-    with pytest.raises(InputError, match=r"lacks wheels for the target") as caught:
+    with pytest.raises(InputError, match=r"no wheel of numpy") as caught:
         build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
-    assert "numpy" in caught.value.context and "--only-binary=:all:" in caught.value.context
+    context = caught.value.context
+    assert "has no numpy wheel for these tags at all" in context
+    assert f"numpy-{version}-cp311-cp311-manylinux2014_x86_64.whl" in context
+    assert "--only-binary=:all:" in context and "manylinux2014_aarch64" in context
     assert not (tmp_path / "out").exists()
     cache = tmp_path / "cache"
     assert {p.name for p in cache.iterdir()} <= {"wheel", "wheels"}  # no model was built
@@ -204,7 +265,7 @@ def test_first_boot_pip_runs_as_the_service_user_on_the_locked_wheels_only(small
     assert done.returncode == 0, done.stderr
     lines = log.read_text().splitlines()
     assert len(lines) == 2 and all(line.startswith("-u HwHiAiUser -- ") for line in lines)
-    assert " -m venv --system-site-packages " in lines[0]
+    assert lines[0].endswith(" -m venv " + str((prefix / "current").resolve() / ".venv"))
     pip = lines[1].split()
     release = (prefix / "current").resolve()
     for flag in ("--no-index", "--require-hashes", "--isolated", "--ignore-installed"):
@@ -240,3 +301,76 @@ def test_download_fetches_the_targets_wheels_from_the_hosts_index(small_build, t
                                                       tmp_path / "simple"))
     outcome = build(spec, tmp_path / "out", cache_dir=small_build.cache, progress=False)
     assert _lock(outcome.bundle_dir) == _lock(small_build.bundle)
+
+
+def _plant(site: Path, module: str) -> None:
+    (site / module).mkdir(parents=True, exist_ok=True)
+    (site / module / "__init__.py").write_text(f"WHERE = 'planted {module}'\n")
+
+
+@pytest.mark.slow
+def test_the_boards_own_packages_never_shadow_the_locked_ones_but_canns_acl_is_seen(
+        small_build, tmp_path):
+    """The image's numpy and cv2 (here in the user site-packages of the Python the installer
+    uses, which an environment made with --system-site-packages puts before its own packages)
+    are invisible to the service's environment; CANN's pyACL is found at install time and named
+    in edgefuse-cann.pth, after the locked packages."""
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    user_base = tmp_path / "userbase"
+    user_site = user_base / "lib" / f"python{HOST_PYTHON}" / "site-packages"
+    for module in ("numpy", "cv2"):
+        _plant(user_site, module)
+    cann = tmp_path / "Ascend" / "ascend-toolkit" / "latest"
+    _plant(cann / "python" / "site-packages", "acl")
+    env = {**host_python3(tmp_path), "PYTHONUSERBASE": str(user_base),
+           "ASCEND_TOOLKIT_HOME": str(cann)}
+    done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
+    assert done.returncode == 0, done.stderr
+    assert "CANN's Python folders for pyACL (import acl), in " in done.stderr
+    release = (prefix / "current").resolve()
+    venv = release / ".venv"
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    pth = _site_packages(venv) / "edgefuse-cann.pth"
+    assert pth.read_text() == f"{cann / 'python' / 'site-packages'}\n"
+    probe = ("import importlib.util as u, acl\n"
+             "print(u.find_spec('numpy'), u.find_spec('cv2'), acl.WHERE)\n")
+    seen = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True,
+                          text=True, env={**os.environ, **env}, check=True).stdout.split()
+    assert seen == ["None", "None", "planted", "acl"]  # stand-in wheels carry no module
+    verify_tree(prefix / "current")
+    # the same Python with --system-site-packages: the planted copies win (what this prevents)
+    other = tmp_path / "system-site-venv"
+    subprocess.run([host_python3_path(), "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(other)], check=True, env={**os.environ, **env})
+    planted = subprocess.run([str(other / "bin" / "python"), "-c",
+                              "import numpy, cv2; print(numpy.WHERE, cv2.WHERE)"],
+                             capture_output=True, text=True, env={**os.environ, **env},
+                             check=True).stdout
+    assert planted.split() == ["planted", "numpy", "planted", "cv2"]
+
+
+@pytest.mark.slow
+def test_without_cann_the_environment_has_no_pth_and_says_the_cpu_runs(small_build, tmp_path):
+    prefix = tmp_path / "board" / "opt" / "small"
+    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    env = {**host_python3(tmp_path), "ASCEND_TOOLKIT_HOME": str(tmp_path / "none")}
+    done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
+    assert done.returncode == 0, done.stderr
+    assert "no CANN found" in done.stderr and "runs on the CPU fallback" in done.stderr
+    venv = (prefix / "current").resolve() / ".venv"
+    assert not (_site_packages(venv) / "edgefuse-cann.pth").exists()
+
+
+def test_a_missing_extra_of_the_app_is_named_with_the_extra(tmp_path):
+    """A service with a health port needs the live server (edgefuse[serve]): a wheelhouse
+    without aiohttp stops the build, naming the extra that asked for it."""
+    spec = write_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace("service:\n", "service:\n  health: {port: 8080}\n"))
+    for wheel in (tmp_path / "spec" / "wheelhouse").glob("aiohttp-*.whl"):
+        wheel.unlink()
+    with pytest.raises(InputError, match=r"no wheel of aiohttp>=3\.9 for Python") as caught:
+        build(spec, tmp_path / "out", cache_dir=tmp_path / "cache", progress=False)
+    assert "aiohttp>=3.9 (required by edgefuse[serve,vision], its serve extra): the wheelhouse" \
+        in caught.value.context
+    assert "it has no aiohttp" in caught.value.context

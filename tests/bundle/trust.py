@@ -68,11 +68,15 @@ def shim(folder: Path, name: str, body: str) -> dict[str, str]:
     return {"PATH": f"{folder}:{os.environ['PATH']}"}
 
 
+def host_python3_path() -> str:
+    """This interpreter's base Python (the one the small spec's wheels are resolved for)."""
+    return getattr(sys, "_base_executable", None) or shutil.which("python3")
+
+
 def host_python3(tmp_path: Path) -> dict[str, str]:
-    """The environment in which ``python3`` is this interpreter's base Python (the one the
-    small spec's wheels are resolved for): the installer builds real environments with it."""
-    base = getattr(sys, "_base_executable", None) or shutil.which("python3")
-    return shim(tmp_path / "bin", "python3", f'exec "{base}" "$@"\n')
+    """The environment in which ``python3`` is ``host_python3_path()``: the installer builds
+    real environments with it."""
+    return shim(tmp_path / "bin", "python3", f'exec "{host_python3_path()}" "$@"\n')
 
 
 def state(root: Path) -> dict[str, str]:

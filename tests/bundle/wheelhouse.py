@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_zip
+from edgefuse.bundle.spec_schema import BUNDLE_EXTRAS
 from edgefuse.bundle.wheel import project_metadata
 
 HOST_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -37,18 +38,24 @@ def dummy_wheel(folder: Path, name: str, version: str, *, requires: tuple[str, .
     return path
 
 
-def requirement_floors() -> dict[str, str]:
-    """edgefuse's unconditional requirements, name -> the lowest version each allows."""
+def requirement_floors(extras: tuple[str, ...] = ("vision",)) -> dict[str, str]:
+    """edgefuse's unconditional requirements and those of ``extras`` (the small spec's
+    segmentation app needs ``vision``), name -> the lowest version each allows."""
     floors = {}
     for item in project_metadata()["requires"]:
-        found = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*>=\s*([0-9][0-9.]*)", item.strip())
+        requirement, _, marker = item.partition(";")
+        extra = re.fullmatch(r'\s*extra == "([^"]+)"\s*', marker)
+        if marker and (extra is None or extra[1] not in extras):
+            continue
+        found = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*>=\s*([0-9][0-9.]*)", requirement.strip())
         if found:
             floors[found[1]] = found[2]
     return floors
 
 
 def fill_wheelhouse(folder: Path) -> Path:
-    """A stand-in wheel for each of edgefuse's requirements in ``folder``; returns it."""
-    for name, version in requirement_floors().items():
+    """A stand-in wheel for each of edgefuse's requirements, those of every extra a bundle may
+    carry included, in ``folder``; returns it."""
+    for name, version in requirement_floors(BUNDLE_EXTRAS).items():
         dummy_wheel(folder, name, version)
     return folder

@@ -40,6 +40,8 @@ SERVICE_USER=@@SERVICE_USER@@
 SERVICE_GROUP=@@SERVICE_GROUP@@
 OPP_VENDOR=@@OPP_VENDOR@@
 PYTHON_VERSION=@@PYTHON_VERSION@@  # the board Python the bundle's wheels were resolved for
+CANN_HOME=@@CANN_HOME@@  # the spec's target.cann_home: where CANN's pyACL is looked for first
+CANN_PTH=edgefuse-cann.pth  # in the environment's site-packages: CANN's Python folders, nothing else
 LOCK=requirements.lock  # name==version --hash=sha256:... of every wheel in wheels/
 ZEROS=0000000000000000000000000000000000000000000000000000000000000000
 NAME_CHARS='A-Za-z0-9._/+@-'
@@ -307,12 +309,32 @@ as_service_user() {  # run a command as the service user where root can switch t
   fi
 }
 
+cann_python_paths() {  # the folders CANN's set_env.sh puts on PYTHONPATH, where pyACL (acl.so) is
+  local home
+  for home in "${ASCEND_TOOLKIT_HOME:-}" "$CANN_HOME" /usr/local/Ascend/ascend-toolkit/latest \
+      /usr/local/Ascend/nnrt/latest; do
+    if [ -n "$home" ] && { [ -e "$home/python/site-packages/acl.so" ] \
+        || [ -d "$home/python/site-packages/acl" ]; }; then
+      printf '%s\n' "$home/python/site-packages"
+      if [ -d "$home/opp/built-in/op_impl/ai_core/tbe" ]; then
+        printf '%s\n' "$home/opp/built-in/op_impl/ai_core/tbe"
+      fi
+      return 0
+    fi
+  done
+  return 0
+}
+
+cann_pth_of() { cat "$1"/lib/python*/site-packages/"$CANN_PTH" 2>/dev/null || true; }
+
 python_env() {  # python_env RELEASE: its environment, built in place from its own wheels only
   [ "$PYTHON" = 1 ] || return 0
-  local release=$1 venv="$1/.venv" record interpreter have uid
+  local release=$1 venv="$1/.venv" record interpreter have uid cann site
   record=$(venv_record "$release")
-  if [ -f "$record" ] && [ -d "$venv" ] && [ "$(venv_listing "$release")" = "$(cat "$record")" ]; then
-    return 0
+  cann=$(cann_python_paths)
+  if [ -f "$record" ] && [ -d "$venv" ] && [ "$(venv_listing "$release")" = "$(cat "$record")" ] \
+      && [ "$(cann_pth_of "$venv")" = "$cann" ]; then
+    return 0  # built, unchanged, and CANN is where it was (else rebuilt: CANN came or moved)
   fi
   rm -rf "$venv" "$record"
   command -v python3 >/dev/null 2>&1 || die "python3 is needed to install the edgefuse wheel"
@@ -327,20 +349,30 @@ nothing was switched (build with python.version: \"$have\")"
 from an index at first boot built it): rebuild it; nothing was switched"
   # Only the bundle's wheels, each pinned by its sha256 (covered by MANIFEST.json and its
   # signature): --no-index, --isolated (no pip.conf or PIP_* variable adds a source),
-  # --require-hashes, --ignore-installed (the board's own copies of locked packages are not
-  # used; --system-site-packages still lends CANN's acl and what the lock leaves out). pip runs
-  # as the service user where possible, never needing root; the finished environment is root's,
-  # read-only to the service. Built in place: pip writes this path into every script's #! line.
+  # --require-hashes. The environment sees none of the system's site-packages (the image's
+  # NumPy or OpenCV can never shadow the locked ones); CANN's pyACL comes in through one .pth
+  # naming CANN's Python folders, found now. pip runs as the service user where possible, never
+  # needing root; the finished environment is root's, read-only to the service. Built in
+  # place: pip writes this path into every script's #! line.
   mkdir "$venv"
   if [ "$(id -u)" = 0 ] && uid=$(id -u "$SERVICE_USER" 2>/dev/null); then chown "$uid" "$venv"; fi
   note "installing $LOCK into $venv from wheels/ only (hash-pinned, no index)"
-  if ! as_service_user python3 -m venv --system-site-packages "$venv" \
+  if ! as_service_user python3 -m venv "$venv" \
       || ! as_service_user "$venv/bin/python" -m pip install --isolated --no-input \
         --disable-pip-version-check --no-cache-dir --no-index --find-links "$release/wheels" \
         --require-hashes --ignore-installed -r "$release/$LOCK"; then
     rm -rf "$venv"
     fail "the Python environment of $(basename "$release") could not be built from its own \
 wheels (pip refuses a wheel that does not match $LOCK); nothing was switched"
+  fi
+  site=$(echo "$venv"/lib/python*/site-packages)
+  if [ -n "$cann" ]; then
+    printf '%s\n' "$cann" > "$site/$CANN_PTH"
+    note "CANN's Python folders for pyACL (import acl), in $site/$CANN_PTH: $(printf '%s' "$cann" | tr '\n' ' ')"
+  else
+    note "no CANN found (acl.so in \$ASCEND_TOOLKIT_HOME, $CANN_HOME, /usr/local/Ascend/*/latest: \
+python/site-packages): the service runs on the CPU fallback; once CANN is installed, run \
+install.sh --finish"
   fi
   if [ "$(id -u)" = 0 ]; then chown -R 0:0 "$venv"; fi
   interpreter=$(sed -n '1s/^#!//p' "$venv/bin/edgefuse")
