@@ -34,7 +34,7 @@ from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.preprocess import Geometry, Preprocess, fit, to_tensor
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
-from edgefuse.vision.model import layouts
+from edgefuse.vision.model import layouts, records
 
 log = logging.getLogger(__name__)
 
@@ -53,17 +53,19 @@ class InputPlan:
 
 
 def app_info_of(source: ModelSource) -> AppInfo | None:
-    """The application info a model or BUILD_DIR carries (manifest first, then the ONNX)."""
+    """The application info a model or BUILD_DIR carries (manifest first, then the ONNX), with
+    what its exporter's record adds below it (``records``: Ultralytics' metadata)."""
+    info = None
     if source.manifest is not None:
         info = model_info.from_manifest_extra(source.manifest.extra, source.label)
-        if info is not None:
-            return info
     model = source.onnx
     if model is None:
-        return None
+        return info
     if not isinstance(model, onnx.ModelProto):
         model = load_onnx(model, external_data=False)  # a damaged file: not-onnx, not a crash
-    return model_info.from_onnx(model, source.label)
+    if info is None:
+        info = model_info.from_onnx(model, source.label)
+    return records.with_exporter_record(info, model, source.label)
 
 
 def plan_input(session: Session, info: AppInfo, manifest: BuildManifest | None,
