@@ -60,7 +60,8 @@ def make_segmenter(session: Session, info: AppInfo | None, source: ModelSource,
     if config.layout is not None:
         info = info or AppInfo()
         info = dataclasses.replace(
-            info, postprocess=dataclasses.replace(info.postprocess, layout=config.layout))
+            info, postprocess=dataclasses.replace(info.postprocess, layout=config.layout),
+            decided_by=(*info.decided_by, ("layout", "'layout:' in the config")))
     return Segmenter(
         session, info=info, manifest=source.manifest, preprocess=config.preprocess,
         label=source.label, class_names=config.class_names, colours=config.palette,

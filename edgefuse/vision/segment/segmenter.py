@@ -35,6 +35,7 @@ from edgefuse.vision.detect.decode import DetectOptions
 from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.legend import draw_legend
 from edgefuse.vision.draw.overlay import draw_detections, draw_masks, label_of, overlay
+from edgefuse.vision.model import records
 from edgefuse.vision.model.adapter import VisionModel
 from edgefuse.vision.segment import decode as semantic
 from edgefuse.vision.segment import instances as instance
@@ -137,8 +138,29 @@ class Segmenter(VisionModel):
 
     def describe(self, result: Segmentation | Instances) -> dict[str, Any]:
         if isinstance(result, Instances):
-            return describe_instances(result, self.class_names, self.mask_format)
-        return describe_semantic(result, self.class_names, self.background)
+            return {"layout": self.layout,
+                    **describe_instances(result, self.class_names, self.mask_format)}
+        return {"layout": self.layout,
+                **describe_semantic(result, self.class_names, self.background)}
+
+    @property
+    def layout_note(self) -> str:
+        """``layout yolov8_seg (80 classes), told from the output shapes: ...; conf ...``."""
+        classes = f" ({len(self.class_names)} classes)" if self.class_names else ""
+        if self.info.postprocess.layout is not None:
+            why = "set by " + dict(self.info.decided_by).get("layout", "the model's app info")
+        else:
+            why = f"told from the output shapes: {SHAPES[self.layout]}"
+        note = f"layout {self.layout}{classes}, {why}"
+        if self.instances:
+            options, post = self.options, self.info.postprocess
+            origin = (dict(self.info.decided_by).get("thresholds", "the model's app info")
+                      if (post.conf, post.iou, post.max_det) != (None, None, None)
+                      else "edgefuse")
+            note += (f"; conf {options.conf:g}, iou {options.iou:g}, max_det {options.max_det}, "
+                     f"class-aware NMS (defaults from {origin}, unless set in the config)")
+        decided = records.describe_decided(self.info, skip=("layout", "thresholds"))
+        return note + (f"; {decided}" if decided else "")
 
     # ---- set-up -------------------------------------------------------------------------------
 
