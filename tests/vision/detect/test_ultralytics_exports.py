@@ -59,6 +59,11 @@ def assert_same_detections(ours: list[dict], theirs: dict, photo: str, *,
         return
     our_boxes = np.asarray([d["box"] for d in ours], np.float32)
     iou = box_iou(boxes, our_boxes)
+    # An untrained YOLO26 head (reg_max 1) gives boxes with x2 <= x1 (no IoU) or a pixel or
+    # two thin (where Ultralytics' per-axis rounded gain and edgefuse's letterbox ratio, under a
+    # pixel apart, cost IoU): such boxes match when their corners are within a pixel.
+    corners = np.abs(boxes[:, None, :] - our_boxes[None, :, :]).max(-1)
+    iou = np.maximum(iou, np.where(corners <= 1.0, 1.0, 0.0))
     used: set[int] = set()
     for i, (name, score) in enumerate(zip(theirs["names"], theirs["scores"], strict=True)):
         candidates = [j for j in np.argsort(-iou[i]) if j not in used
