@@ -29,7 +29,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from ultralytics import YOLO, RTDETR
+from ultralytics import RTDETR, YOLO
 from ultralytics.utils import YAML, ops
 from ultralytics.utils.checks import check_yaml
 
@@ -50,11 +50,12 @@ def spread_class_scores(model: torch.nn.Module, seed: int) -> None:
             weight = layer.weight
             fan_in = weight[0].numel()
             weight.copy_(torch.randn(weight.shape, generator=generator) * (0.5 / fan_in) ** 0.5)
-            layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) * 0.5 - 4.0)
+            prior = -3.0 if isinstance(layer, torch.nn.Linear) else -4.0  # DETR's are Linear
+            layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) * 0.5 + prior)
 
 
 def measure_batch_norms(model: torch.nn.Module, images: list[str]) -> None:
-    """BatchNorm statistics of the photos (resized to 320 x 320), so activations keep their scale."""
+    """BatchNorm statistics of the photos (resized to 320 x 320): activations keep their scale."""
     batch = np.stack([cv2.resize(cv2.imread(p), (320, 320))[:, :, ::-1] for p in images])
     tensor = torch.from_numpy(np.ascontiguousarray(batch)).permute(0, 3, 1, 2).float() / 255
     norms = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
