@@ -142,10 +142,20 @@ class Detector(VisionModel):
             return self._declared  # a segmentation layout: _check_layout says wrong kind
         if not all(all(isinstance(d, int) for d in shape) for _, shape, _ in outputs):
             return None  # dynamic shapes: warm_up runs once and calls this again
+        stale = ""
         if self._declared is not None:
-            self.heads = bind(self._declared, outputs, evidence)
-            self._why = f"set by {self._layout_origin}"
-            return self.heads.layout
+            try:
+                self.heads = bind(self._declared, outputs, evidence)
+            except InputError as why:
+                if not self._layout_origin.startswith(records.EXPORTER):
+                    raise
+                # The graph changed after the export (an appended YoloHead, a cut tail): the
+                # record no longer describes the outputs, which then speak for themselves.
+                stale = (f"the exporter's record says '{self._declared}', which cannot read "
+                         f"these outputs ({why.message.split(': ', 1)[-1]}); ")
+            else:
+                self._why = f"set by {self._layout_origin}"
+                return self.heads.layout
         found = recognise(outputs, evidence)
         if found is None:
             other = layouts.detect_layout(outputs, self._class_count)
@@ -159,6 +169,7 @@ class Detector(VisionModel):
                      "scores or PicoDet heads, yolo_head; set 'layout:' if it is one of them",
                 reference=Ref.BAD_LAYOUT)
         self.heads, self._why = found
+        self._why = stale + self._why
         return self.heads.layout
 
     def _tails(self) -> dict | None:

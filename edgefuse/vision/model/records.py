@@ -19,6 +19,7 @@ import onnx
 from edgefuse.model_info import AppInfo
 from edgefuse.vision.model import ultralytics_record
 
+EXPORTER = "the exporter's record"  # how the start line names a record (and who it was)
 # The values a record can decide, as the start line names them.
 DECIDED = {"classes": "class names", "size": "input size", "resize": "letterbox/stretch",
            "layout": "layout", "box_format": "box format", "thresholds": "NMS defaults"}
@@ -30,7 +31,7 @@ def with_exporter_record(info: AppInfo | None, model: onnx.ModelProto,
     record = ultralytics_record.read(model, where)
     if record is None:
         return info
-    return merge(info or AppInfo(), record.info, f"the exporter's record ({record.who}, "
+    return merge(info or AppInfo(), record.info, f"{EXPORTER} ({record.who}, "
                  f"{record.model}{': ' + record.layout_why if record.layout_why else ''})")
 
 

@@ -118,3 +118,42 @@ def test_names_that_disagree_with_the_outputs_are_refused_before_any_frame():
     props = {**PROPS, "names": "{0: 'person', 1: 'car'}"}
     with pytest.raises(InputError, match="do not hold 2 classes"):
         Detector.open(detector_model(props), backends="cpu")
+
+
+def yolo_head_model(props: dict[str, str]) -> onnx.ModelProto:
+    """The four outputs of edgefuse's YoloHead (an Ultralytics export after ``optimize
+    --yolo-head``), one detection of class 2, behind a [1, 3, 64, 64] input."""
+    oh, nh = onnx.helper, onnx.numpy_helper
+    nodes = [oh.make_node("ReduceMean", ["images"], ["mean"], keepdims=0),
+             oh.make_node("Mul", ["mean", "zero"], ["nothing"]),
+             oh.make_node("Add", ["boxes_v", "nothing"], ["boxes"]),
+             oh.make_node("Add", ["scores_v", "nothing"], ["scores"]),
+             oh.make_node("Identity", ["classes_v"], ["classes"]),
+             oh.make_node("Identity", ["count_v"], ["num_detections"])]
+    inits = [nh.from_array(np.array([[[8, 8, 24, 24], [0, 0, 0, 0]]], np.float32), "boxes_v"),
+             nh.from_array(np.array([[0.9, 0.0]], np.float32), "scores_v"),
+             nh.from_array(np.array([[2, 0]], np.int64), "classes_v"),
+             nh.from_array(np.array([1], np.int64), "count_v"),
+             nh.from_array(np.zeros((), np.float32), "zero")]
+    float_out = onnx.TensorProto.FLOAT
+    outputs = [oh.make_tensor_value_info("boxes", float_out, [1, 2, 4]),
+               oh.make_tensor_value_info("scores", float_out, [1, 2]),
+               oh.make_tensor_value_info("classes", onnx.TensorProto.INT64, [1, 2]),
+               oh.make_tensor_value_info("num_detections", onnx.TensorProto.INT64, [1])]
+    graph = oh.make_graph(nodes, "head", [oh.make_tensor_value_info("images", float_out,
+                                                                    [1, 3, 64, 64])],
+                          outputs, inits)
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    return with_props(model, props)
+
+
+def test_outputs_changed_after_the_export_speak_for_themselves_and_keep_the_names():
+    with Detector.open(yolo_head_model(PROPS), backends="cpu") as detector:
+        assert detector.layout == "yolo_head"
+        assert "the exporter's record says 'yolov8', which cannot read these outputs" in \
+            detector.layout_note
+        result = detector(np.full((64, 64, 3), 90, np.uint8))
+        assert [detector.class_names[c] for c in result.classes] == ["car"]
+    with pytest.raises(InputError, match="layout 'yolov8' cannot read"):  # a config still binds
+        Detector.open(yolo_head_model(PROPS), backends="cpu", layout="yolov8")
