@@ -113,6 +113,7 @@ class SegmentationConfig(AppConfig):
     iou: float | None = None
     max_det: int | None = None
     mask_format: str = "polygon"
+    retina_masks: bool = False  # yolov8_seg masks made at frame resolution (Ultralytics' option)
 
 
 # ---- value checks ------------------------------------------------------------------------------
@@ -342,6 +343,7 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "background": _optional(_int(0)),
     "threshold": _fraction,
     "mask_format": _one_of(("polygon", "rle")),
+    "retina_masks": _boolean,
 }
 
 

@@ -30,6 +30,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 STAND_IN = HERE.parents[1] / "tests" / "fakes" / "torchvision_for_ultralytics"
 SCRIPT = HERE / "ultralytics_reference.py"
+RETINA_SCRIPT = HERE / "ultralytics_retina.py"
 SEED = 29
 # name -> (source photo, crop as (top, bottom, left, right) fractions, or None for the whole)
 PHOTOS = {
@@ -105,7 +106,25 @@ def exported(yaml: str, mode: str = "default", seed: int = SEED) -> Export:
                   folder)
 
 
+def retina_reference(export: Export) -> Export:
+    """Ultralytics' predictions with ``retina_masks=True`` on ``export`` (a segmenter), cached
+    beside it."""
+    digest = hashlib.sha256(RETINA_SCRIPT.read_bytes()).hexdigest()[:12]
+    folder = export.folder / f"retina-{digest}"
+    if not (folder / "reference.json").exists():
+        _run(folder, [str(RETINA_SCRIPT), str(export.onnx), "{out}", *map(str, photos())],
+             "predicting with retina_masks")
+    return Export(export.onnx, json.loads((folder / "reference.json").read_text()), folder)
+
+
 def _export(folder: Path, yaml: str, mode: str, seed: int, images: list[Path]) -> None:
+    _run(folder, [str(SCRIPT), "{out}", yaml, str(seed), mode, *map(str, images)],
+         f"exporting {yaml} ({mode})")
+
+
+def _run(folder: Path, arguments: list[str], what: str) -> None:
+    """Run a script under Ultralytics' settings in a temporary folder; its "{out}" folder
+    becomes ``folder`` when it succeeds."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent) as work:
         settings = Path(work) / "settings"
@@ -113,13 +132,17 @@ def _export(folder: Path, yaml: str, mode: str, seed: int, images: list[Path]) -
         out.mkdir()
         env = {**os.environ, "PYTHONPATH": str(STAND_IN), "YOLO_OFFLINE": "1",
                "YOLO_CONFIG_DIR": str(settings), "YOLO_VERBOSE": "False"}
-        done = subprocess.run([sys.executable, str(SCRIPT), str(out), yaml, str(seed), mode,
-                               *map(str, images)], cwd=work, env=env, capture_output=True,
-                              text=True, check=False)
+        done = subprocess.run([sys.executable, *(a.replace("{out}", str(out))
+                                                 for a in arguments)],
+                              cwd=work, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"exporting {yaml} ({mode}) with Ultralytics failed:\n"
+            raise RuntimeError(f"{what} with Ultralytics failed:\n"
                                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        out.replace(folder)
+        try:
+            out.replace(folder)
+        except OSError:
+            if not (folder / "reference.json").exists():
+                raise  # not another run that made the same one meanwhile
 
 
 def _packaged(source: str) -> Path:

@@ -25,8 +25,11 @@ with the default ``retina_masks=False``), and so this module:
    ``data/converter.py`` ``merge_multi_segment``) on the input-size mask, mapped back with
    ``scale_coords``: the result's ``masks.xy``.
 
-Not reproduced: ``retina_masks=True`` (``process_mask_native``, masks made at frame
-resolution).
+With ``retina_masks=True`` Ultralytics makes the masks at frame resolution instead
+(``process_mask_native``): the prototype logits upsampled by the smallest factor f (1, 2 or 4)
+that puts the letterbox padding on whole pixels, the padding cut and the content resized to the
+frame (``scale_masks``), both bilinear; then ``> 0`` and ``crop_mask`` with the frame-pixel
+boxes; its polygons are the frame mask's contours. ``decode(..., retina=True)`` does the same.
 
 Steps 3-5 are computed only inside each box: the upsample at those pixels is exactly the full
 upsample's (same indices, weights and float32 arithmetic), so a frame with 100 instances costs
@@ -36,6 +39,7 @@ upsample's (same indices, weights and float32 arithmetic), so a frame with 100 i
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -111,22 +115,27 @@ def split_outputs(outputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.nda
 
 
 def decode(outputs: Mapping[str, np.ndarray], geometry: Geometry,
-           options: DetectOptions | None = None) -> Instances:
+           options: DetectOptions | None = None, *, retina: bool = False) -> Instances:
     """The model's two outputs -> instances in frame pixels (the module docstring's steps)."""
     options = options or DetectOptions()
     rows, protos = split_outputs(outputs)
     coefficients = protos.shape[0]
     num_classes = rows.shape[0] - 4 - coefficients
     boxes, scores, classes, coefs = _candidates(rows, num_classes, options)
-    input_masks = _input_masks(protos, coefs, boxes, geometry.dst_size)
-    keep = [i for i, mask in enumerate(input_masks) if mask.mask.any()]  # step 6
-    input_masks = [input_masks[i] for i in keep]
-    to_frame = _FrameLookup(geometry)
-    polygons = [_polygon(mask, geometry) for mask in input_masks]
-    detections = Detections(geometry.to_frame(boxes[keep]), scores[keep].astype(np.float32),
+    frame_boxes = geometry.to_frame(boxes)
+    if retina:
+        masks = _frame_masks(protos, coefs, frame_boxes, geometry.src_size)
+    else:
+        masks = _input_masks(protos, coefs, boxes, geometry.dst_size)
+    keep = [i for i, mask in enumerate(masks) if mask.mask.any()]  # step 6
+    masks = [masks[i] for i in keep]
+    polygons = [_polygon(mask, None if retina else geometry) for mask in masks]
+    if not retina:
+        to_frame = _FrameLookup(geometry)
+        masks = [to_frame(mask) for mask in masks]
+    detections = Detections(frame_boxes[keep], scores[keep].astype(np.float32),
                             classes[keep].astype(np.int64))
-    return Instances(detections, [to_frame(mask) for mask in input_masks], polygons,
-                     geometry.src_size, num_classes)
+    return Instances(detections, masks, polygons, geometry.src_size, num_classes)
 
 
 def _candidates(rows: np.ndarray, num_classes: int, options: DetectOptions
@@ -182,6 +191,28 @@ def _input_masks(protos: np.ndarray, coefs: np.ndarray, boxes: np.ndarray,
                  input_size: tuple[int, int]) -> list[InstanceMask]:
     """Steps 2-5: each instance's mask at input size, as the crop of its box."""
     return _masks_in_boxes(_logits(protos, coefs), boxes, input_size)
+
+
+def _frame_masks(protos: np.ndarray, coefs: np.ndarray, frame_boxes: np.ndarray,
+                 frame_size: tuple[int, int]) -> list[InstanceMask]:
+    """``retina_masks``: ``process_mask_native`` (see the module docstring), computed inside each
+    box only for the last resize."""
+    mh, mw = protos.shape[1:]
+    height, width = frame_size
+    gain = min(4 * mh / height, 4 * mw / width)
+    pad = (4 * mh - max(round(height * gain), 1)) | (4 * mw - max(round(width * gain), 1))
+    factor = 4 // math.gcd(4, pad | pad // 2)
+    logits = _logits(protos, coefs)
+    if factor > 1 and len(logits):
+        rows, columns = _Axis.of(mh, mh * factor), _Axis.of(mw, mw * factor)
+        everything = (slice(0, mh * factor), slice(0, mw * factor))
+        logits = np.stack([_bilinear(logit, rows, columns, *everything) for logit in logits])
+    up_h, up_w = mh * factor, mw * factor
+    gain = min(up_h / height, up_w / width)
+    content_h, content_w = max(round(height * gain), 1), max(round(width * gain), 1)
+    top, left = round((up_h - content_h) / 2 - 0.1), round((up_w - content_w) / 2 - 0.1)
+    content = logits[:, top:top + content_h, left:left + content_w]
+    return _masks_in_boxes(np.ascontiguousarray(content), frame_boxes, frame_size)
 
 
 def _logits(protos: np.ndarray, coefs: np.ndarray) -> np.ndarray:
@@ -254,8 +285,9 @@ def _nearest(size_in: int, size_out: int) -> np.ndarray:
                       size_in - 1)
 
 
-def _polygon(crop: InstanceMask, geometry: Geometry) -> np.ndarray:
-    """Ultralytics' ``masks2segments(strategy="all")`` then ``scale_coords``, float32 [P, 2]."""
+def _polygon(crop: InstanceMask, geometry: Geometry | None) -> np.ndarray:
+    """Ultralytics' ``masks2segments(strategy="all")`` then ``scale_coords`` (``geometry`` None:
+    the mask is in frame pixels already), float32 [P, 2]."""
     if not crop.mask.any():
         return np.zeros((0, 2), np.float32)
     contours = cv2().findContours(crop.mask.astype(np.uint8), cv2().RETR_EXTERNAL,
@@ -263,6 +295,8 @@ def _polygon(crop: InstanceMask, geometry: Geometry) -> np.ndarray:
     outline = (np.concatenate(merge_multi_segment([c.reshape(-1, 2) for c in contours]))
                if len(contours) > 1 else contours[0].reshape(-1, 2))
     points = outline.astype(np.float32) + np.array([crop.x, crop.y], np.float32)
+    if geometry is None:
+        return points
     return geometry.to_frame(np.concatenate([points, points], axis=1))[:, :2]
 
 

@@ -71,7 +71,8 @@ class Segmenter(VisionModel):
                  activation: str | None = None,
                  graph: onnx.ModelProto | str | None = None, legend: bool = True,
                  mask_format: str = "polygon", conf: float | None = None,
-                 iou: float | None = None, max_det: int | None = None) -> None:
+                 iou: float | None = None, max_det: int | None = None,
+                 retina_masks: bool = False) -> None:
         super().__init__(session, info=info, manifest=manifest, preprocess=preprocess,
                          label=label)
         post = self.info.postprocess
@@ -88,6 +89,7 @@ class Segmenter(VisionModel):
             raise InputError(f"unknown mask_format '{mask_format}'",
                              hint=f"one of {', '.join(MASK_FORMATS)}", reference=Ref.BAD_CONFIG)
         self.mask_format = mask_format
+        self.retina_masks = retina_masks
         default_background = None if self.instances else 0
         self.background = next((b for b in (background, post.background) if b is not None),
                                default_background)
@@ -115,7 +117,7 @@ class Segmenter(VisionModel):
     def postprocess(self, outputs: dict[str, np.ndarray],
                     geometry: Geometry) -> Segmentation | Instances:
         if self.instances:
-            return instance.decode(outputs, geometry, self.options)
+            return instance.decode(outputs, geometry, self.options, retina=self.retina_masks)
         return semantic.decode(next(iter(outputs.values())), self.layout, geometry,
                                num_classes=len(self.class_names) or None,
                                threshold=self.threshold, activation=self.activation)
