@@ -16,6 +16,7 @@ the model is opened, and ``layout_note`` says which it is and why.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -78,6 +79,7 @@ class Detector(VisionModel):
         self._why = ""
         super().__init__(session, info=info, manifest=manifest, preprocess=preprocess,
                          label=label)
+        self._resize_note = self._stretch_a_detr(preprocess)
         post = self.info.postprocess
         defaults = detect.DetectOptions()
         self.options = detect.DetectOptions(
@@ -118,7 +120,22 @@ class Detector(VisionModel):
                "class-agnostic NMS" if _agnostic(self.layout, options) else "class-aware NMS")
         note += f"; {values}, {nms} (defaults from {self._thresholds_origin})"
         decided = records.describe_decided(self.info, skip=("layout", "thresholds"))
-        return note + (f"; {decided}" if decided else "")
+        return note + (f"; {decided}" if decided else "") + self._resize_note
+
+    def _stretch_a_detr(self, preprocess: Mapping[str, Any] | None) -> str:
+        """A DETR-family model (boxes normalised to the input) whose frame fitting nobody set is
+        stretched to the input, as its family's predictors resize: RT-DETR's
+        ``references/deploy/rtdetr_onnxruntime.py`` (``T.Resize((640, 640))``), D-FINE's, and
+        Hugging Face's ``RTDetrImageProcessor`` (``do_resize`` to 640 x 640, ratio not kept)."""
+        heads = self.heads
+        detr = heads is not None and (heads.form == "detr" or heads.box_format == "cxcywh")
+        if (not detr or self.info.preprocess is not None or self.plan.aipp
+                or "resize" in (preprocess or {})):
+            return ""
+        fitted = dataclasses.replace(self.plan.preprocess, resize="stretch")
+        self.plan = dataclasses.replace(self.plan, preprocess=fitted)
+        return ("; input stretched to {}x{} (the DETR family's resize; set preprocess.resize "
+                "to letterbox otherwise)".format(*fitted.size))
 
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Geometry) -> Detections:
         return detect.decode(outputs, self.layout, geometry, self.options, self.heads)

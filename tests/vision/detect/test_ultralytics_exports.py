@@ -13,6 +13,7 @@ import json
 import re
 
 import numpy as np
+import onnx
 import pytest
 
 from edgefuse.cli.main import main
@@ -94,3 +95,21 @@ def test_an_ultralytics_export_detects_what_ultralytics_predicts(tmp_path, capsy
         assert_same_detections(record["detections"], theirs, photo, clip=clip)
         detections += len(theirs["scores"])
     assert detections >= 20  # the seeded class branch spreads the scores over many boxes
+
+
+def test_an_rtdetr_export_without_its_record_is_read_from_its_graph(tmp_path, capsys):
+    """metadata_props removed: the graph says the boxes are normalised (a Sigmoid makes them)
+    and the DETR family's resize is a stretch; the detections are Ultralytics' still (by class
+    id: without the record there are no names)."""
+    export = kit.exported("rtdetr-l.yaml")
+    bare = onnx.load(export.onnx)
+    del bare.metadata_props[:]
+    path = tmp_path / "rtdetr.onnx"
+    onnx.save(bare, path)
+    records, start = run_detect(path, tmp_path, capsys)
+    assert "told from the graph" in start and "the boxes leave a Sigmoid" in start
+    assert "input stretched to 320x320 (the DETR family's resize" in start
+    for photo, theirs in export.reference.items():
+        numbered = {**theirs, "names": [f"class{c}" for c in theirs["classes"]]}
+        assert_same_detections(records[photo]["detections"], numbered, photo,
+                               clip=tuple(records[photo]["size"]))
