@@ -94,6 +94,8 @@ class Segmenter(VisionModel):
         self.background = next((b for b in (background, post.background) if b is not None),
                                default_background)
         self.threshold = threshold
+        self._given = {k for k, v in (("conf", conf), ("iou", iou), ("max_det", max_det))
+                       if v is not None}
         defaults = DetectOptions()
         self.options = DetectOptions(
             conf=next(v for v in (conf, post.conf, defaults.conf) if v is not None),
@@ -159,8 +161,10 @@ class Segmenter(VisionModel):
             origin = (dict(self.info.decided_by).get("thresholds", "the model's app info")
                       if (post.conf, post.iou, post.max_det) != (None, None, None)
                       else "edgefuse")
-            note += (f"; conf {options.conf:g}, iou {options.iou:g}, max_det {options.max_det}, "
-                     f"class-aware NMS (defaults from {origin}, unless set in the config)")
+            values = ", ".join(f"{key} {getattr(options, key):g}"
+                               + (" (config)" if key in self._given else "")
+                               for key in ("conf", "iou", "max_det"))
+            note += f"; {values}, class-aware NMS (defaults from {origin})"
         decided = records.describe_decided(self.info, skip=("layout", "thresholds"))
         return note + (f"; {decided}" if decided else "")
 
