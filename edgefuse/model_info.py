@@ -37,6 +37,9 @@ TASK_OF_LAYOUT = {
 }
 # What the graph applied to segmentation scores: probabilities (sigmoid, softmax) or logits.
 ACTIVATIONS = ("sigmoid", "softmax", "none")
+# The boxes of an end2end [1, K, 6] output: x1, y1, x2, y2 in input pixels (YOLOv10, YOLO26,
+# Ultralytics end2end exports) or normalised cx, cy, w, h (Ultralytics' RT-DETR export).
+BOX_FORMATS = ("xyxy", "cxcywh")
 _REF = Ref.BAD_APP_INFO
 
 
@@ -51,6 +54,7 @@ class Postprocess:
     background: int | None = None
     strides: tuple[int, ...] | None = None  # yolox / PicoDet heads: the FPN strides
     activation: str | None = None  # segmentation scores: one of ACTIVATIONS; None: from the graph
+    box_format: str | None = None  # end2end [1, K, 6]: one of BOX_FORMATS; None: from the graph
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "") -> Postprocess:
@@ -60,6 +64,8 @@ class Postprocess:
             rec.choice(data["layout"], "layout", LAYOUTS, where, _REF)
         if data.get("activation") is not None:
             rec.choice(data["activation"], "activation", ACTIVATIONS, where, _REF)
+        if data.get("box_format") is not None:
+            rec.choice(data["box_format"], "box_format", BOX_FORMATS, where, _REF)
         for key in ("conf", "iou"):
             if data.get(key) is not None:
                 rec.number(data[key], key, where, _REF, low=0, high=1)
@@ -95,6 +101,10 @@ class AppInfo:
     postprocess: Postprocess = Postprocess()
     # Who wrote it, for the line an app prints at start (not part of the record).
     origin: str = dataclasses.field(default="the model's app info", compare=False)
+    # Who decided the values that did not come from edgefuse's own record, e.g.
+    # (("classes", "the exporter's record (Ultralytics 8.4.190)"),): for the start line only,
+    # never written (edgefuse.vision.model.records merges an exporter's record in).
+    decided_by: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "") -> AppInfo:

@@ -21,7 +21,7 @@ from typing import Any
 from edgefuse import _records as rec
 from edgefuse.apps import analytics
 from edgefuse.errors import InputError, Ref
-from edgefuse.model_info import ACTIVATIONS, LAYOUTS, check_strides
+from edgefuse.model_info import ACTIVATIONS, BOX_FORMATS, LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.draw import palette
 from edgefuse.vision.streams.live_files import Rotation
@@ -90,6 +90,7 @@ class DetectionConfig(AppConfig):
     line_width: int | None = None
     layout: str | None = None
     strides: tuple[int, ...] | None = None
+    box_format: str | None = None  # end2end [1, K, 6] boxes: xyxy or cxcywh (model_info)
     # tracking, counting and the live view (edgefuse.apps.analytics; docs/apps.md)
     track: TrackerOptions | None = None
     lines: tuple[dict[str, Any], ...] = ()
@@ -112,6 +113,7 @@ class SegmentationConfig(AppConfig):
     iou: float | None = None
     max_det: int | None = None
     mask_format: str = "polygon"
+    retina_masks: bool = False  # yolov8_seg masks made at frame resolution (Ultralytics' option)
 
 
 # ---- value checks ------------------------------------------------------------------------------
@@ -326,6 +328,7 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "agnostic_nms": _optional(_boolean),
     "line_width": _optional(_int(1)),
     "strides": _optional(_strides),
+    "box_format": _optional(_one_of(BOX_FORMATS)),
     "track": analytics.check_track,
     "lines": analytics.check_lines,
     "zones": analytics.check_zones,
@@ -340,6 +343,7 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "background": _optional(_int(0)),
     "threshold": _fraction,
     "mask_format": _one_of(("polygon", "rle")),
+    "retina_masks": _boolean,
 }
 
 

@@ -12,12 +12,12 @@ from typing import Any
 
 from edgefuse.apps.config import DetectionConfig
 from edgefuse.apps.runner import add_common_arguments, class_ids, config_from_args, run_app
-from edgefuse.model_info import AppInfo
+from edgefuse.model_info import BOX_FORMATS, AppInfo
 from edgefuse.runtime import ModelSource, Session
 from edgefuse.vision.detect.detector import Detector
 
 TASK_FLAGS = ("conf", "iou", "max_det", "classes", "agnostic_nms", "line_width", "layout",
-              "strides", "track", "serve")
+              "strides", "box_format", "track", "serve")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", type=float, metavar="T",
                         help="score threshold (default: the model's, else 0.25)")
     parser.add_argument("--iou", type=float, metavar="T",
-                        help="NMS IoU threshold (default: the model's, else 0.45)")
+                        help="NMS IoU threshold (default: the model's app info, else its "
+                             "exporter's (Ultralytics 0.7), else 0.45)")
     parser.add_argument("--max-det", type=int, metavar="N", help="boxes per frame (default 300)")
     parser.add_argument("--classes", metavar="ID|NAME,...", help="keep only these classes")
     parser.add_argument("--agnostic-nms", action=argparse.BooleanOptionalAction, default=None,
@@ -36,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strides", metavar="S,S,...",
                         help="FPN strides of a yolox or PicoDet head (default: 8,16,32 / "
                              "from the shapes)")
+    parser.add_argument("--box-format", choices=BOX_FORMATS,
+                        help="boxes of an end2end [1, K, 6] output: xyxy (input pixels) or "
+                             "cxcywh (normalised) (default: the model's record, else the graph)")
     parser.add_argument("--line-width", type=int, metavar="PX", help="box line width")
     parser.add_argument("--track", action="store_true", default=None,
                         help="ByteTrack IDs on every box (lines, zones and events in the config "
@@ -56,7 +60,7 @@ def make_detector(session: Session, info: AppInfo | None, source: ModelSource,
         label=source.label, conf=config.conf, iou=config.iou, max_det=config.max_det,
         agnostic=config.agnostic_nms, class_names=config.class_names,
         line_width=config.line_width, layout=config.layout, strides=config.strides,
-        graph=source.onnx,
+        graph=source.onnx, box_format=config.box_format,
     )
     if config.classes is not None:
         wanted = class_ids(config.classes, detector.class_names)

@@ -19,7 +19,7 @@ from edgefuse.runtime import ModelSource, Session
 from edgefuse.vision.segment.segmenter import Segmenter
 
 TASK_FLAGS = ("layout", "activation", "palette", "alpha", "legend", "background", "threshold",
-              "conf", "iou", "max_det", "mask_format")
+              "conf", "iou", "max_det", "mask_format", "retina_masks")
 SEGMENT_LAYOUTS = [name for name in LAYOUTS if TASK_OF_LAYOUT[name] == "segment"]
 
 
@@ -43,11 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", type=float, metavar="P",
                         help="instance score threshold (yolov8_seg; default 0.25)")
     parser.add_argument("--iou", type=float, metavar="P",
-                        help="instance NMS IoU threshold (yolov8_seg; default 0.45)")
+                        help="instance NMS IoU threshold (yolov8_seg; default: the model's app "
+                             "info, else its exporter's (Ultralytics 0.7), else 0.45)")
     parser.add_argument("--max-det", type=int, metavar="N",
                         help="instances kept per frame (yolov8_seg; default 300)")
     parser.add_argument("--mask-format", choices=("polygon", "rle"),
                         help="instance masks in the JSON Lines (default polygon)")
+    parser.add_argument("--retina-masks", action=argparse.BooleanOptionalAction, default=None,
+                        help="yolov8_seg masks at frame resolution, as Ultralytics' retina_masks "
+                             "(default: off, masks at the model's input resolution)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,12 +64,13 @@ def make_segmenter(session: Session, info: AppInfo | None, source: ModelSource,
     if config.layout is not None:
         info = info or AppInfo()
         info = dataclasses.replace(
-            info, postprocess=dataclasses.replace(info.postprocess, layout=config.layout))
+            info, postprocess=dataclasses.replace(info.postprocess, layout=config.layout),
+            decided_by=(*info.decided_by, ("layout", "'layout:' in the config")))
     return Segmenter(
         session, info=info, manifest=source.manifest, preprocess=config.preprocess,
         label=source.label, class_names=config.class_names, colours=config.palette,
         alpha=config.alpha, background=config.background, threshold=config.threshold,
         activation=config.activation, graph=source.onnx, legend=config.legend,
         mask_format=config.mask_format, conf=config.conf, iou=config.iou,
-        max_det=config.max_det,
+        max_det=config.max_det, retina_masks=config.retina_masks,
     )

@@ -156,7 +156,11 @@ def _candidates(outputs: Mapping[str, np.ndarray], layout: str, heads: Heads | N
 def _end2end(outputs: Mapping[str, np.ndarray], heads: Heads, geometry: Geometry,
              options: DetectOptions) -> tuple[np.ndarray, ...]:
     if heads.form == "k6":
-        return nms_free.end2end_rows(outputs[heads.names[0]], options.conf, options.max_det)
+        boxes, scores, classes = nms_free.end2end_rows(outputs[heads.names[0]], options.conf,
+                                                       options.max_det)
+        if heads.box_format == "cxcywh":
+            boxes = nms_free.normalised_cxcywh_to_xyxy(boxes, geometry.dst_size)
+        return boxes, scores, classes
     return nms_free.detr_top(outputs[heads.names[0]], outputs[heads.names[1]],
                              geometry.dst_size, logits=heads.logits, conf=options.conf,
                              top=options.max_det)

@@ -5,7 +5,8 @@ image and ``Pipeline(source, detector, sinks)`` for a stream, with the threshold
 and letterbox convention the model carries (``model_info``), and no decode code of their own.
 
 Thresholds come, in order of precedence, from the constructor's arguments, the model's app info
-(``postprocess.conf/iou/max_det``) and Ultralytics' predict defaults (0.25, 0.45, 300).
+(``postprocess.conf/iou/max_det``), its exporter's record (an Ultralytics export: its family's
+predict defaults 0.25, 0.7, 300; ``records``) and edgefuse's defaults (0.25, 0.45, 300).
 
 The layout comes from the ``layout`` argument (the config's ``layout:``), else the app info's
 ``postprocess.layout``, else ``recognise`` tells it from the outputs and the graph; either way it
@@ -15,6 +16,7 @@ the model is opened, and ``layout_note`` says which it is and why.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -36,7 +38,7 @@ from edgefuse.vision.detect.heads import Heads
 from edgefuse.vision.detect.recognise import Evidence, bind, recognise
 from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.overlay import draw_detections, label_of
-from edgefuse.vision.model import layouts
+from edgefuse.vision.model import layouts, records
 from edgefuse.vision.model.adapter import VisionModel
 from edgefuse.vision.model.extra_inputs import in_graph_geometry, scaled_outputs
 from edgefuse.vision.model.families import FamilyCall, by_heads
@@ -56,12 +58,22 @@ class Detector(VisionModel):
                  max_det: int | None = None, classes: Sequence[int] | None = None,
                  agnostic: bool | None = None, class_names: Sequence[str] | None = None,
                  line_width: int | None = None, layout: str | None = None,
-                 strides: Sequence[int] | None = None, graph: Graph = None) -> None:
+                 strides: Sequence[int] | None = None, graph: Graph = None,
+                 box_format: str | None = None) -> None:
         info = info or AppInfo()
         self.heads: Heads | None = None
+        decided_by = dict(info.decided_by)
         self._layout_origin = ("'layout:' in the config" if layout else
-                               "the model's app info" if info.postprocess.layout else None)
+                               decided_by.get("layout", "the model's app info")
+                               if info.postprocess.layout else None)
         self._declared = layout or info.postprocess.layout
+        self._box_format = box_format or info.postprocess.box_format
+        self._given = {k for k, v in (("conf", conf), ("iou", iou), ("max_det", max_det))
+                       if v is not None}
+        post = info.postprocess
+        self._thresholds_origin = (
+            decided_by.get("thresholds", "the model's app info")
+            if (post.conf, post.iou, post.max_det) != (None, None, None) else "edgefuse")
         self._strides = (check_strides(strides, "strides", label, Ref.BAD_CONFIG) if strides
                          else info.postprocess.strides)
         self._class_count = len(class_names or info.classes) or None
@@ -69,6 +81,7 @@ class Detector(VisionModel):
         self._why = ""
         super().__init__(session, info=info, manifest=manifest, preprocess=preprocess,
                          label=label)
+        self._resize_note = self._stretch_a_detr(preprocess)
         post = self.info.postprocess
         defaults = detect.DetectOptions()
         self.options = detect.DetectOptions(
@@ -102,7 +115,33 @@ class Detector(VisionModel):
         """``layout yolox (3 classes, strides 8,16,32), told from the graph: ...``."""
         if self.heads is None:
             return ""
-        return f"layout {self.heads.describe()}, {self._why}"
+        note = f"layout {self.heads.describe()}, {self._why}"
+        if self.heads.box_why and self.heads.box_why != "declared":
+            note += f" ({self.heads.box_why})"
+        options = self.options
+        values = ", ".join(f"{key} {getattr(options, key):g}"
+                           + (" (config)" if key in self._given else "")
+                           for key in ("conf", "iou", "max_det"))
+        nms = ("no NMS" if self.layout in ("end2end", "yolo_head") else
+               "class-agnostic NMS" if _agnostic(self.layout, options) else "class-aware NMS")
+        note += f"; {values}, {nms} (defaults from {self._thresholds_origin})"
+        decided = records.describe_decided(self.info, skip=("layout", "thresholds"))
+        return note + (f"; {decided}" if decided else "") + self._resize_note
+
+    def _stretch_a_detr(self, preprocess: Mapping[str, Any] | None) -> str:
+        """A DETR-family model (boxes normalised to the input) whose frame fitting nobody set is
+        stretched to the input, as its family's predictors resize: RT-DETR's
+        ``references/deploy/rtdetr_onnxruntime.py`` (``T.Resize((640, 640))``), D-FINE's, and
+        Hugging Face's ``RTDetrImageProcessor`` (``do_resize`` to 640 x 640, ratio not kept)."""
+        heads = self.heads
+        detr = heads is not None and (heads.form == "detr" or heads.box_format == "cxcywh")
+        if (not detr or self.info.preprocess is not None or self.plan.aipp
+                or "resize" in (preprocess or {})):
+            return ""
+        fitted = dataclasses.replace(self.plan.preprocess, resize="stretch")
+        self.plan = dataclasses.replace(self.plan, preprocess=fitted)
+        return ("; input stretched to {}x{} (the DETR family's resize; set preprocess.resize "
+                "to letterbox otherwise)".format(*fitted.size))
 
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Geometry) -> Detections:
         if self._in_graph_scale:  # the graph divided the boxes by the scale_factor fed
@@ -123,15 +162,25 @@ class Detector(VisionModel):
     def _find_layout(self, outputs: list[tuple[str, tuple, str]]) -> str | None:
         """The declared layout bound to the outputs, else the one ``recognise`` finds."""
         evidence = Evidence(self.plan.preprocess.size, self._class_count, self._strides,
-                            self._tails())
+                            self._tails(), self._box_format)
         if self._declared is not None and self._declared not in detect.LAYOUTS:
             return self._declared  # a segmentation layout: _check_layout says wrong kind
         if not all(all(isinstance(d, int) for d in shape) for _, shape, _ in outputs):
             return None  # dynamic shapes: warm_up runs once and calls this again
+        stale = ""
         if self._declared is not None:
-            self.heads = bind(self._declared, outputs, evidence)
-            self._why = f"set by {self._layout_origin}"
-            return self.heads.layout
+            try:
+                self.heads = bind(self._declared, outputs, evidence)
+            except InputError as why:
+                if not self._layout_origin.startswith(records.EXPORTER):
+                    raise
+                # The graph changed after the export (an appended YoloHead, a cut tail): the
+                # record no longer describes the outputs, which then speak for themselves.
+                stale = (f"the exporter's record says '{self._declared}', which cannot read "
+                         f"these outputs ({why.message.split(': ', 1)[-1]}); ")
+            else:
+                self._why = f"set by {self._layout_origin}"
+                return self.heads.layout
         found = recognise(outputs, evidence)
         if found is None:
             other = layouts.detect_layout(outputs, self._class_count)
@@ -145,6 +194,7 @@ class Detector(VisionModel):
                      "scores or PicoDet heads, yolo_head; set 'layout:' if it is one of them",
                 reference=Ref.BAD_LAYOUT)
         self.heads, self._why = found
+        self._why = stale + self._why
         return self.heads.layout
 
     def _family(self) -> FamilyCall | None:
@@ -163,6 +213,11 @@ class Detector(VisionModel):
         """class0, class1, ... as many as the outputs have classes (none for a YoloHead)."""
         count = self.heads.num_classes if self.heads is not None else None
         return tuple(f"class{i}" for i in range(count or 0))
+
+
+def _agnostic(layout: str, options: detect.DetectOptions) -> bool:
+    """Whether NMS runs across classes (no NMS at all for end2end and yolo_head)."""
+    return options.agnostic if options.agnostic is not None else layout == "yolox"
 
 
 def _first(*values: Any) -> Any:

@@ -29,6 +29,7 @@ PLUMBING = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity"
 ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})
 SELECTION = frozenset({"TopK", "NonMaxSuppression", "GatherElements", "GatherND", "ArgMax"})
 ACTIVATIONS = frozenset({"Sigmoid", "Softmax", "Sqrt", "HardSigmoid"})
+ROW_SELECTION = frozenset({"GatherElements", "GatherND"})  # pick rows, compute nothing
 MAX_NODES = 2000  # a head's post-processing is tens of nodes; this bounds a pathological graph
 
 
@@ -39,6 +40,10 @@ class Tail:
     ops: frozenset[str]
     constant_arithmetic: bool  # an Add/Sub/Mul/Div with a constant operand (grid, stride)
     first_compute: str | None  # the first op below the output that is not plumbing
+    # The first computing op on the path of channel 0 through plumbing and row selections: for an
+    # end2end [1, K, 6] output, what made its boxes (a Sigmoid: normalised, as DETR's decoder
+    # gives them; a Mul/Add/Sub/Div: decoded to input pixels, as YOLO heads do).
+    boxes_from: str | None = None
 
     @property
     def decodes_boxes(self) -> bool:
@@ -83,16 +88,18 @@ def _tail(name: str, producers: Mapping[str, onnx.NodeProto], constants: set[str
         if node.op_type in ARITHMETIC and any(i in constants for i in node.input):
             constant_arithmetic = True
         stack.extend(i for i in node.input if i and i not in constants)
-    return Tail(frozenset(ops), constant_arithmetic, _first_compute(name, producers))
+    return Tail(frozenset(ops), constant_arithmetic, _first_compute(name, producers),
+                _first_compute(name, producers, PLUMBING | ROW_SELECTION))
 
 
-def _first_compute(name: str, producers: Mapping[str, onnx.NodeProto]) -> str | None:
-    """The first op below ``name`` that is not plumbing (following each plumbing's data input)."""
+def _first_compute(name: str, producers: Mapping[str, onnx.NodeProto],
+                   through: frozenset[str] = PLUMBING) -> str | None:
+    """The first op below ``name`` not in ``through`` (following each one's data input)."""
     node = producers.get(name)
     for _ in range(64):
         if node is None:
             return None
-        if node.op_type not in PLUMBING:
+        if node.op_type not in through:
             return node.op_type
         node = producers.get(node.input[0]) if node.input else None
     return None

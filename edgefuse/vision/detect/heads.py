@@ -30,6 +30,8 @@ class Heads:
     strides: tuple[int, ...] = ()
     logits: bool = False  # DETR scores that still need a sigmoid
     reg_max: int | None = None  # PicoDet DFL bins - 1
+    box_format: str = ""  # end2end k6: "xyxy" (input pixels) or "cxcywh" (normalised)
+    box_why: str = ""  # what told the box format
 
     def describe(self) -> str:
         parts = [self.form] if self.form else []
@@ -39,6 +41,9 @@ class Heads:
             parts.append("strides " + ",".join(map(str, self.strides)))
         if self.reg_max is not None:
             parts.append(f"reg_max {self.reg_max}")
+        if self.box_format:
+            parts.append("boxes x1,y1,x2,y2 in input pixels" if self.box_format == "xyxy"
+                         else "boxes cx,cy,w,h normalised")
         if self.form == "detr":
             parts.append("scores are logits (sigmoid applied)" if self.logits
                          else "scores are probabilities")

@@ -6,7 +6,10 @@ removes true neighbours. What each project does after the graph:
 
 - ``[1, K, 6]`` rows x1, y1, x2, y2 (input pixels), score, class: Ultralytics
   ``ops.non_max_suppression`` for end-to-end outputs (and YOLOv10's predictor) keeps the rows
-  with ``score > conf``, in the model's order, at most ``max_det`` of them.
+  with ``score > conf``, in the model's order, at most ``max_det`` of them. Ultralytics'
+  RT-DETR export gives the same rows with normalised cx, cy, w, h boxes (``RTDETRDecoder.
+  postprocess``); its predictor keeps them the same way and scales x by the width and y by the
+  height (``models/rtdetr/predict.py``).
 - DETR (RT-DETR ``RTDETRPostProcessor``, D-FINE ``DFINEPostProcessor``, focal-loss models):
   ``boxes [1, Q, 4]`` normalised cx, cy, w, h and ``logits [1, Q, C]``; scores are
   ``sigmoid(logits)`` (used as they are when the graph ends in a Sigmoid), the best
@@ -31,6 +34,14 @@ def end2end_rows(output: np.ndarray, conf: float, max_det: int
     rows = output[0].astype(np.float32, copy=False)
     rows = rows[rows[:, 4] > conf][:max_det]
     return rows[:, :4].copy(), rows[:, 4].copy(), np.rint(rows[:, 5]).astype(np.int64)
+
+
+def normalised_cxcywh_to_xyxy(boxes: np.ndarray, input_size: tuple[int, int]) -> np.ndarray:
+    """Normalised cx, cy, w, h -> x1, y1, x2, y2 in input pixels."""
+    height, width = input_size
+    scaled = boxes.astype(np.float32) * np.array([width, height, width, height], np.float32)
+    half = scaled[:, 2:] / 2
+    return np.concatenate([scaled[:, :2] - half, scaled[:, :2] + half], axis=1)
 
 
 def detr_top(boxes: np.ndarray, scores: np.ndarray, input_size: tuple[int, int], *,

@@ -36,6 +36,7 @@ from edgefuse.vision.detect.heads import (
 )
 
 Output = tuple[str, tuple, str]  # name, shape, dtype name
+ARITHMETIC_OPS = ("Mul", "Add", "Sub", "Div")
 ALL_LAYOUTS = ("yolov8", "yolov5", "yolo_head", "yolox", "end2end", "ppyoloe")
 
 
@@ -47,6 +48,7 @@ class Evidence:
     num_classes: int | None = None  # from class_names / the app info's classes
     strides: tuple[int, ...] | None = None  # configured FPN strides
     tails: Mapping[str, Tail] | None = None  # None: no graph to read
+    box_format: str | None = None  # end2end [1, K, 6] boxes, when the config or app info says
 
 
 class Unfit(Exception):
@@ -71,8 +73,9 @@ def recognise(outputs: Sequence[Output], evidence: Evidence) -> tuple[Heads, str
         return None
     if len(fits) == 1:
         _check_decoded(fits[0], outputs, evidence)
-        return fits[0], "told from the output shapes"
-    return _narrow(fits, outputs, evidence)
+        return _with_box_format(fits[0], evidence), "told from the output shapes"
+    heads, why = _narrow(fits, outputs, evidence)
+    return _with_box_format(heads, evidence), why
 
 
 def bind(layout: str, outputs: Sequence[Output], evidence: Evidence) -> Heads:
@@ -84,7 +87,7 @@ def bind(layout: str, outputs: Sequence[Output], evidence: Evidence) -> Heads:
             + _shapes(outputs), hint="export the model with a fixed input size",
             reference=Ref.BAD_LAYOUT)
     try:
-        return FITS[layout](fixed, evidence)
+        heads = FITS[layout](fixed, evidence)
     except Unfit as why:
         if evidence.num_classes is not None:
             try:
@@ -95,6 +98,35 @@ def bind(layout: str, outputs: Sequence[Output], evidence: Evidence) -> Heads:
                 raise _class_mismatch([loose], evidence.num_classes, fixed) from None
         raise InputError(f"layout '{layout}' cannot read the outputs {_shapes(fixed)}: {why}",
                          hint=_layout_hint(fixed, evidence), reference=Ref.BAD_LAYOUT) from None
+    return _with_box_format(heads, evidence)
+
+
+def _with_box_format(heads: Heads, evidence: Evidence) -> Heads:
+    """An end2end ``[1, K, 6]`` with its box format: as declared, else as the graph made the
+    boxes (a Sigmoid last: normalised cx, cy, w, h, as Ultralytics' RTDETRDecoder exports them;
+    a Mul/Add/Sub/Div: decoded to input pixels x1, y1, x2, y2, as YOLOv10/YOLO26 ``end2end``
+    exports); where neither tells, it refuses naming both."""
+    if heads.form != "k6":
+        return heads
+    box_format = evidence.box_format
+    why = "declared"
+    if box_format is None:
+        tail = evidence.tails.get(heads.names[0]) if evidence.tails is not None else None
+        made_by = tail.boxes_from if tail is not None else None
+        if made_by in ARITHMETIC_OPS:
+            box_format, why = "xyxy", f"the boxes are decoded by a {made_by} in the graph"
+        elif made_by == "Sigmoid":
+            box_format, why = "cxcywh", "the boxes leave a Sigmoid (0-1) in the graph"
+        else:
+            found = (f"the boxes come from a {made_by}" if made_by else
+                     "no graph to read" if tail is None else "the graph does not say")
+            raise InputError(
+                f"the end2end output {heads.names[0]} [1, K, 6] may hold x1, y1, x2, y2 in input "
+                f"pixels (YOLOv10, YOLO26) or normalised cx, cy, w, h (RT-DETR); {found}",
+                hint="set 'box_format: xyxy' or 'box_format: cxcywh' in the config (or "
+                     "postprocess.box_format in the model's app info)",
+                reference=Ref.BAD_LAYOUT)
+    return dataclasses.replace(heads, box_format=box_format, box_why=why)
 
 
 # ---- one fit per layout -------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.preprocess import Geometry, Preprocess, fit, to_tensor
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
-from edgefuse.vision.model import layouts
+from edgefuse.vision.model import layouts, records
 from edgefuse.vision.model.extra_inputs import extra_feeds, split_inputs
 from edgefuse.vision.model.families import DEFAULT_GUESS, FamilyCall, by_inputs, by_outputs
 from edgefuse.vision.model.paddle_record import infer_cfg_beside, read_infer_cfg
@@ -67,21 +67,25 @@ class InputPlan:
 
 def app_info_of(source: ModelSource) -> AppInfo | None:
     """The application info a model or BUILD_DIR carries (manifest first, then the ONNX, then
-    the ``infer_cfg.yml`` PaddleDetection's exporter writes beside the model)."""
+    the ``infer_cfg.yml`` PaddleDetection's exporter writes beside the model), with what its
+    exporter's record adds below it (``records``: Ultralytics' metadata)."""
+    info = None
     if source.manifest is not None:
         info = model_info.from_manifest_extra(source.manifest.extra, source.label)
-        if info is not None:
-            return info
     model = source.onnx
     if model is None:
-        return None
+        return info
     if not isinstance(model, onnx.ModelProto):
         path = model
         model = load_onnx(model, external_data=False)  # a damaged file: not-onnx, not a crash
-        info = model_info.from_onnx(model, source.label)
+        if info is None:
+            info = model_info.from_onnx(model, source.label)
         beside = infer_cfg_beside(path) if info is None else None
-        return read_infer_cfg(beside) if beside is not None else info
-    return model_info.from_onnx(model, source.label)
+        if beside is not None:
+            info = read_infer_cfg(beside)
+    elif info is None:
+        info = model_info.from_onnx(model, source.label)
+    return records.with_exporter_record(info, model, source.label)
 
 
 def plan_input(session: Session, info: AppInfo, manifest: BuildManifest | None,

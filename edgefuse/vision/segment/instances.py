@@ -4,34 +4,42 @@ The layout ``yolov8_seg`` (Ultralytics v8/v9/v11 ``-seg`` exports): ``output0 [1
 (cx, cy, w, h in input pixels, C class scores, M mask coefficients) and ``output1 [1, M, mh, mw]``
 prototypes, M = 32 and mh x mw = a quarter of the input in Ultralytics' models.
 
-What Ultralytics does (``ultralytics/utils/ops.py``, ``non_max_suppression`` and
-``process_mask``, as ``SegmentationPredictor.postprocess`` calls them with the default
-``retina_masks=False``), and so this module:
+What Ultralytics 8.4 does (``ultralytics/utils/ops.py``, ``non_max_suppression`` and
+``process_mask(..., upsample=True)``, as ``SegmentationPredictor.construct_result`` calls them
+with the default ``retina_masks=False``), and so this module:
 
 1. candidates: the best of the C class scores strictly above ``conf`` (no objectness); boxes
    xywh -> xyxy; the M coefficients ride along; at most ``max_nms`` best candidates enter
    class-aware NMS (IoU strictly above ``iou`` suppresses), the best ``max_det`` are kept;
 2. ``masks = coefficients @ prototypes`` ([n, mh, mw], logits);
-3. ``crop_mask``: each mask is zeroed outside its box scaled to the prototype grid
-   (``x1 * mw / iw`` ...), keeping prototype pixels with ``x1 <= col < x2`` and
-   ``y1 <= row < y2``;
-4. upsampled to the input size with ``F.interpolate(mode="bilinear", align_corners=False)``;
-5. ``gt_(0.0)``: foreground where the logit is above 0, i.e. where sigmoid(logit) > 0.5;
-6. the boxes go back to the frame with ``scale_boxes``; the masks, still at input size, are cut
+3. upsampled to the input size with ``F.interpolate(mode="bilinear", align_corners=False)``;
+4. ``gt_(0.0)``: foreground where the logit is above 0, i.e. where sigmoid(logit) > 0.5;
+5. ``crop_mask`` at input resolution: input pixels with ``x1 <= col < x2`` and
+   ``y1 <= row < y2`` of the box (upsampling first and cropping after is 8.4's order, Ultralytics
+   PR #24272: cropping on the prototype grid first smeared the bilinear edge across the box);
+6. instances whose mask is empty are dropped (``keep = masks.amax((-2, -1)) > 0``);
+7. the boxes go back to the frame with ``scale_boxes``; the masks, still at input size, are cut
    to the letterboxed frame and resized to it (``scale_image``, here nearest as for class maps);
-   the polygon of each mask is ``masks2segments(strategy="largest")`` (the outer contour with
-   the most points, ``cv2.findContours(RETR_EXTERNAL, CHAIN_APPROX_SIMPLE)``) on the input-size
-   mask, mapped back with ``scale_coords`` (the result's ``masks.xy``).
+   the polygon of each mask is ``masks2segments(strategy="all")`` (every outer contour,
+   ``cv2.findContours(RETR_EXTERNAL, CHAIN_APPROX_SIMPLE)``, joined into one outline by
+   ``data/converter.py`` ``merge_multi_segment``) on the input-size mask, mapped back with
+   ``scale_coords``: the result's ``masks.xy``.
 
-Steps 4-5 are computed only where a mask can be non-zero: the input pixels whose two bilinear
-neighbours on the prototype grid touch the cropped box, exactly as the full upsample computes
-them there (same indices, weights and float32 arithmetic), so a frame with 100 instances costs
+With ``retina_masks=True`` Ultralytics makes the masks at frame resolution instead
+(``process_mask_native``): the prototype logits upsampled by the smallest factor f (1, 2 or 4)
+that puts the letterbox padding on whole pixels, the padding cut and the content resized to the
+frame (``scale_masks``), both bilinear; then ``> 0`` and ``crop_mask`` with the frame-pixel
+boxes; its polygons are the frame mask's contours. ``decode(..., retina=True)`` does the same.
+
+Steps 3-5 are computed only inside each box: the upsample at those pixels is exactly the full
+upsample's (same indices, weights and float32 arithmetic), so a frame with 100 instances costs
 100 box-sized interpolations instead of 100 input-sized ones.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -107,20 +115,27 @@ def split_outputs(outputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.nda
 
 
 def decode(outputs: Mapping[str, np.ndarray], geometry: Geometry,
-           options: DetectOptions | None = None) -> Instances:
+           options: DetectOptions | None = None, *, retina: bool = False) -> Instances:
     """The model's two outputs -> instances in frame pixels (the module docstring's steps)."""
     options = options or DetectOptions()
     rows, protos = split_outputs(outputs)
     coefficients = protos.shape[0]
     num_classes = rows.shape[0] - 4 - coefficients
     boxes, scores, classes, coefs = _candidates(rows, num_classes, options)
-    input_masks = _input_masks(protos, coefs, boxes, geometry.dst_size)
-    to_frame = _FrameLookup(geometry)
-    polygons = [_polygon(mask, geometry) for mask in input_masks]
-    detections = Detections(geometry.to_frame(boxes), scores.astype(np.float32),
-                            classes.astype(np.int64))
-    return Instances(detections, [to_frame(mask) for mask in input_masks], polygons,
-                     geometry.src_size, num_classes)
+    frame_boxes = geometry.to_frame(boxes)
+    if retina:
+        masks = _frame_masks(protos, coefs, frame_boxes, geometry.src_size)
+    else:
+        masks = _input_masks(protos, coefs, boxes, geometry.dst_size)
+    keep = [i for i, mask in enumerate(masks) if mask.mask.any()]  # step 6
+    masks = [masks[i] for i in keep]
+    polygons = [_polygon(mask, None if retina else geometry) for mask in masks]
+    if not retina:
+        to_frame = _FrameLookup(geometry)
+        masks = [to_frame(mask) for mask in masks]
+    detections = Detections(frame_boxes[keep], scores[keep].astype(np.float32),
+                            classes[keep].astype(np.int64))
+    return Instances(detections, masks, polygons, geometry.src_size, num_classes)
 
 
 def _candidates(rows: np.ndarray, num_classes: int, options: DetectOptions
@@ -174,33 +189,60 @@ class _Axis:
 
 def _input_masks(protos: np.ndarray, coefs: np.ndarray, boxes: np.ndarray,
                  input_size: tuple[int, int]) -> list[InstanceMask]:
-    """Steps 2-5: each instance's mask at input size, as a crop of where it can be non-zero."""
-    count, (mh, mw) = len(coefs), protos.shape[1:]
-    height, width = input_size
-    if not count:
-        return []
+    """Steps 2-5: each instance's mask at input size, as the crop of its box."""
+    return _masks_in_boxes(_logits(protos, coefs), boxes, input_size)
+
+
+def _frame_masks(protos: np.ndarray, coefs: np.ndarray, frame_boxes: np.ndarray,
+                 frame_size: tuple[int, int]) -> list[InstanceMask]:
+    """``retina_masks``: ``process_mask_native`` (see the module docstring), computed inside each
+    box only for the last resize."""
+    mh, mw = protos.shape[1:]
+    height, width = frame_size
+    gain = min(4 * mh / height, 4 * mw / width)
+    pad = (4 * mh - max(round(height * gain), 1)) | (4 * mw - max(round(width * gain), 1))
+    factor = 4 // math.gcd(4, pad | pad // 2)
+    logits = _logits(protos, coefs)
+    if factor > 1 and len(logits):
+        rows, columns = _Axis.of(mh, mh * factor), _Axis.of(mw, mw * factor)
+        everything = (slice(0, mh * factor), slice(0, mw * factor))
+        logits = np.stack([_bilinear(logit, rows, columns, *everything) for logit in logits])
+    up_h, up_w = mh * factor, mw * factor
+    gain = min(up_h / height, up_w / width)
+    content_h, content_w = max(round(height * gain), 1), max(round(width * gain), 1)
+    top, left = round((up_h - content_h) / 2 - 0.1), round((up_w - content_w) / 2 - 0.1)
+    content = logits[:, top:top + content_h, left:left + content_w]
+    return _masks_in_boxes(np.ascontiguousarray(content), frame_boxes, frame_size)
+
+
+def _logits(protos: np.ndarray, coefs: np.ndarray) -> np.ndarray:
     # einsum, not matmul: an [n, 32] x [32, mh*mw] product is too small for BLAS, whose thread
     # pool costs milliseconds per call when the inference threads hold the cores.
-    logits = np.einsum("nc,chw->nhw", coefs, protos)
-    scaled = boxes * np.array([mw / width, mh / height, mw / width, mh / height], np.float32)
-    columns, grid_rows = np.arange(mw, dtype=np.float32), np.arange(mh, dtype=np.float32)
+    if not len(coefs):
+        return np.zeros((0, *protos.shape[1:]), np.float32)
+    return np.einsum("nc,chw->nhw", coefs, protos)
+
+
+def _masks_in_boxes(logits: np.ndarray, boxes: np.ndarray,
+                    size: tuple[int, int]) -> list[InstanceMask]:
+    """Each logit map upsampled (bilinear) to ``size``, above 0, inside its box."""
+    mh, mw = logits.shape[1:]
+    height, width = size
     rows_axis, columns_axis = _Axis.of(mh, height), _Axis.of(mw, width)
     masks = []
-    for logit, (x1, y1, x2, y2) in zip(logits, scaled, strict=True):
-        kept_columns = np.flatnonzero((columns >= x1) & (columns < x2))
-        kept_rows = np.flatnonzero((grid_rows >= y1) & (grid_rows < y2))
-        if not len(kept_columns) or not len(kept_rows):
+    for logit, box in zip(logits, boxes, strict=True):
+        xs, ys = _inside(box[0], box[2], width), _inside(box[1], box[3], height)
+        if xs.stop <= xs.start or ys.stop <= ys.start:
             masks.append(InstanceMask(0, 0, np.zeros((0, 0), bool)))
             continue
-        cropped = np.zeros_like(logit)
-        window = (slice(kept_rows[0], kept_rows[-1] + 1),
-                  slice(kept_columns[0], kept_columns[-1] + 1))
-        cropped[window] = logit[window]
-        ys = rows_axis.reach(kept_rows[0], kept_rows[-1] + 1)
-        xs = columns_axis.reach(kept_columns[0], kept_columns[-1] + 1)
         masks.append(InstanceMask(xs.start, ys.start,
-                                  _bilinear(cropped, rows_axis, columns_axis, ys, xs) > 0))
+                                  _bilinear(logit, rows_axis, columns_axis, ys, xs) > 0))
     return masks
+
+
+def _inside(low: np.float32, high: np.float32, size: int) -> slice:
+    """The pixel indices i with ``low <= i < high`` (crop_mask), within ``[0, size)``."""
+    return slice(min(max(int(np.ceil(low)), 0), size), min(max(int(np.ceil(high)), 0), size))
 
 
 def _bilinear(grid: np.ndarray, rows: _Axis, columns: _Axis, ys: slice, xs: slice) -> np.ndarray:
@@ -243,12 +285,45 @@ def _nearest(size_in: int, size_out: int) -> np.ndarray:
                       size_in - 1)
 
 
-def _polygon(crop: InstanceMask, geometry: Geometry) -> np.ndarray:
-    """Ultralytics' ``masks2segments(strategy="largest")`` then ``scale_coords``, float32 [P, 2]."""
+def _polygon(crop: InstanceMask, geometry: Geometry | None) -> np.ndarray:
+    """Ultralytics' ``masks2segments(strategy="all")`` then ``scale_coords`` (``geometry`` None:
+    the mask is in frame pixels already), float32 [P, 2]."""
     if not crop.mask.any():
         return np.zeros((0, 2), np.float32)
     contours = cv2().findContours(crop.mask.astype(np.uint8), cv2().RETR_EXTERNAL,
                                   cv2().CHAIN_APPROX_SIMPLE)[0]
-    largest = np.array(contours[int(np.argmax([len(c) for c in contours]))]).reshape(-1, 2)
-    points = largest.astype(np.float32) + np.array([crop.x, crop.y], np.float32)
+    outline = (np.concatenate(merge_multi_segment([c.reshape(-1, 2) for c in contours]))
+               if len(contours) > 1 else contours[0].reshape(-1, 2))
+    points = outline.astype(np.float32) + np.array([crop.x, crop.y], np.float32)
+    if geometry is None:
+        return points
     return geometry.to_frame(np.concatenate([points, points], axis=1))[:, :2]
+
+
+def merge_multi_segment(segments: list[np.ndarray]) -> list[np.ndarray]:
+    """Several contours joined into one outline through their closest points, both ways round
+    (Ultralytics ``data/converter.py`` ``merge_multi_segment``, which ``masks.xy`` uses)."""
+    segments = [np.asarray(s).reshape(-1, 2) for s in segments]
+    indices: list[list[int]] = [[] for _ in segments]
+    for i in range(1, len(segments)):
+        distances = ((segments[i - 1][:, None, :] - segments[i][None, :, :]) ** 2).sum(-1)
+        first, second = np.unravel_index(np.argmin(distances, axis=None), distances.shape)
+        indices[i - 1].append(int(first))
+        indices[i].append(int(second))
+    last = len(indices) - 1
+    merged = []
+    for i, index in enumerate(indices):  # forward
+        if len(index) == 2 and index[0] > index[1]:
+            index = [len(segments[i]) - 1 - x for x in index]
+            segments[i] = segments[i][::-1, :]
+        segments[i] = np.roll(segments[i], -index[0], axis=0)
+        segments[i] = np.concatenate([segments[i], segments[i][:1]])
+        if i in (0, last):
+            merged.append(segments[i])
+        else:
+            merged.append(segments[i][:index[1] - index[0] + 1])
+    for i in range(last, -1, -1):  # and back
+        if i not in (0, last):
+            index = indices[i]
+            merged.append(segments[i][abs(index[1] - index[0]):])
+    return merged

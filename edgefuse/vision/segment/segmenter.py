@@ -35,6 +35,7 @@ from edgefuse.vision.detect.decode import DetectOptions
 from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.legend import draw_legend
 from edgefuse.vision.draw.overlay import draw_detections, draw_masks, label_of, overlay
+from edgefuse.vision.model import records
 from edgefuse.vision.model.adapter import VisionModel
 from edgefuse.vision.segment import decode as semantic
 from edgefuse.vision.segment import instances as instance
@@ -70,7 +71,8 @@ class Segmenter(VisionModel):
                  activation: str | None = None,
                  graph: onnx.ModelProto | str | None = None, legend: bool = True,
                  mask_format: str = "polygon", conf: float | None = None,
-                 iou: float | None = None, max_det: int | None = None) -> None:
+                 iou: float | None = None, max_det: int | None = None,
+                 retina_masks: bool = False) -> None:
         super().__init__(session, info=info, manifest=manifest, preprocess=preprocess,
                          label=label)
         post = self.info.postprocess
@@ -87,10 +89,13 @@ class Segmenter(VisionModel):
             raise InputError(f"unknown mask_format '{mask_format}'",
                              hint=f"one of {', '.join(MASK_FORMATS)}", reference=Ref.BAD_CONFIG)
         self.mask_format = mask_format
+        self.retina_masks = retina_masks
         default_background = None if self.instances else 0
         self.background = next((b for b in (background, post.background) if b is not None),
                                default_background)
         self.threshold = threshold
+        self._given = {k for k, v in (("conf", conf), ("iou", iou), ("max_det", max_det))
+                       if v is not None}
         defaults = DetectOptions()
         self.options = DetectOptions(
             conf=next(v for v in (conf, post.conf, defaults.conf) if v is not None),
@@ -114,7 +119,7 @@ class Segmenter(VisionModel):
     def postprocess(self, outputs: dict[str, np.ndarray],
                     geometry: Geometry) -> Segmentation | Instances:
         if self.instances:
-            return instance.decode(outputs, geometry, self.options)
+            return instance.decode(outputs, geometry, self.options, retina=self.retina_masks)
         return semantic.decode(next(iter(outputs.values())), self.layout, geometry,
                                num_classes=len(self.class_names) or None,
                                threshold=self.threshold, activation=self.activation)
@@ -137,8 +142,31 @@ class Segmenter(VisionModel):
 
     def describe(self, result: Segmentation | Instances) -> dict[str, Any]:
         if isinstance(result, Instances):
-            return describe_instances(result, self.class_names, self.mask_format)
-        return describe_semantic(result, self.class_names, self.background)
+            return {"layout": self.layout,
+                    **describe_instances(result, self.class_names, self.mask_format)}
+        return {"layout": self.layout,
+                **describe_semantic(result, self.class_names, self.background)}
+
+    @property
+    def layout_note(self) -> str:
+        """``layout yolov8_seg (80 classes), told from the output shapes: ...; conf ...``."""
+        classes = f" ({len(self.class_names)} classes)" if self.class_names else ""
+        if self.info.postprocess.layout is not None:
+            why = "set by " + dict(self.info.decided_by).get("layout", "the model's app info")
+        else:
+            why = f"told from the output shapes: {SHAPES[self.layout]}"
+        note = f"layout {self.layout}{classes}, {why}"
+        if self.instances:
+            options, post = self.options, self.info.postprocess
+            origin = (dict(self.info.decided_by).get("thresholds", "the model's app info")
+                      if (post.conf, post.iou, post.max_det) != (None, None, None)
+                      else "edgefuse")
+            values = ", ".join(f"{key} {getattr(options, key):g}"
+                               + (" (config)" if key in self._given else "")
+                               for key in ("conf", "iou", "max_det"))
+            note += f"; {values}, class-aware NMS (defaults from {origin})"
+        decided = records.describe_decided(self.info, skip=("layout", "thresholds"))
+        return note + (f"; {decided}" if decided else "")
 
     # ---- set-up -------------------------------------------------------------------------------
 

@@ -27,11 +27,13 @@ cv2 = optional("cv2")
 SIZE = (160, 160)  # YOLOX grid at 8/16/32: 400 + 100 + 25 = 525 rows
 RAW = Tail(frozenset({"Sigmoid", "Concat", "Reshape", "Transpose"}), False, "Concat")
 DECODED = Tail(frozenset({"Sigmoid", "Add", "Mul", "Exp", "Concat"}), True, "Concat")
-SELECTED = Tail(frozenset({"TopK", "GatherElements", "Concat"}), False, "Concat")
+SELECTED = Tail(frozenset({"TopK", "GatherElements", "Concat"}), False, "Concat", "Mul")
+DETR_SELECTED = Tail(frozenset({"TopK", "GatherElements", "Sigmoid", "Concat"}), False, "Concat",
+                     "Sigmoid")
 
 
-def layout_of(outputs, classes=None, tails=None, strides=None):
-    found = recognise(outputs, Evidence(SIZE, classes, strides, tails))
+def layout_of(outputs, classes=None, tails=None, strides=None, box_format=None):
+    found = recognise(outputs, Evidence(SIZE, classes, strides, tails, box_format))
     return None if found is None else found[0]
 
 
@@ -40,7 +42,7 @@ def layout_of(outputs, classes=None, tails=None, strides=None):
     ([("o", (1, 1575, 85), "float32")], None, None, "yolov5"),  # 3 anchors: not a YOLOX grid
     ([("o", (1, 525, 85), "float32")], None, {"o": RAW}, "yolox"),
     ([("o", (1, 525, 85), "float32")], None, {"o": DECODED}, "yolov5"),
-    ([("o", (1, 300, 6), "float32")], 80, None, "end2end"),  # 80 classes: not 5 + 1 columns
+    ([("o", (1, 300, 6), "float32")], 80, {"o": SELECTED}, "end2end"),  # not 5 + 1 columns
     ([("o", (1, 300, 6), "float32")], None, {"o": SELECTED}, "end2end"),
     ([("o", (1, 300, 6), "float32")], None, {"o": DECODED}, "yolov5"),
     ([("pred_logits", (1, 300, 80), "float32"), ("pred_boxes", (1, 300, 4), "float32")],
@@ -65,6 +67,30 @@ def test_detr_scores_are_logits_by_graph_else_by_name():
     assert layout_of([("scores", (1, 100, 5), "float32"), named[1]]).logits is False
     with pytest.raises(InputError, match="logits or probabilities"):
         layout_of(outputs)  # neither graph nor name says: no guess
+
+
+@pytest.mark.parametrize(("tail", "declared", "box_format"), [
+    (SELECTED, None, "xyxy"),  # boxes decoded by the stride Mul: YOLOv10 / YOLO26 end2end
+    (DETR_SELECTED, None, "cxcywh"),  # boxes out of a Sigmoid: Ultralytics' RT-DETR
+    (DETR_SELECTED, "xyxy", "xyxy"),  # declared (config, app info, exporter's record) wins
+    (None, "cxcywh", "cxcywh"),
+])
+def test_end2end_box_formats_come_from_the_declaration_else_the_graph(tail, declared,
+                                                                       box_format):
+    tails = None if tail is None else {"o": tail}
+    heads = layout_of([("o", (1, 300, 6), "float32")], 80, tails, box_format=declared)
+    assert (heads.layout, heads.form, heads.box_format) == ("end2end", "k6", box_format)
+
+
+@pytest.mark.parametrize("tails", [None, {"o": SELECTED.__class__(SELECTED.ops, False, "Concat",
+                                                                    "Exp")}])
+def test_end2end_boxes_nothing_tells_are_refused_naming_both_formats(tails):
+    with pytest.raises(InputError, match=r"x1, y1, x2, y2 in input pixels .* or normalised cx, "
+                                         r"cy, w, h") as caught:
+        layout_of([("o", (1, 300, 6), "float32")], 80, tails)
+    assert "box_format: xyxy' or 'box_format: cxcywh" in caught.value.hint
+    with pytest.raises(InputError, match="normalised cx, cy, w, h"):
+        bind("end2end", [("o", (1, 300, 6), "float32")], Evidence(SIZE, 80, None, tails))
 
 
 @pytest.mark.parametrize(("outputs", "tails", "candidates"), [
@@ -138,7 +164,9 @@ def test_a_session_without_graph_still_takes_a_declared_layout(tmp_path):
     with open_session(constant_model(out), "cpu") as session:
         detector = Detector(session, layout="yolov8")
         assert detector.layout == "yolov8" and detector.heads.num_classes == 3
-        assert detector.layout_note == "layout yolov8 (3 classes), set by 'layout:' in the config"
+        assert detector.layout_note == (
+            "layout yolov8 (3 classes), set by 'layout:' in the config; conf 0.25, iou 0.45, "
+            "max_det 300, class-aware NMS (defaults from edgefuse)")
 
 
 def _png() -> bytes:

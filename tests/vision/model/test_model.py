@@ -98,7 +98,8 @@ def test_the_red_mask_reads_the_red_channel_once_normalised():
         result = segmenter(two_reds())
     # 100/255 - 0.5 < 0: background; 200/255 - 0.5 > 0: red. Blue (250) is not read.
     assert (result.class_map[:, :16] == 0).all() and (result.class_map[:, 16:] == 1).all()
-    assert segmenter.describe(result) == {"pixels": {"background": 512, "red": 512},
+    assert segmenter.describe(result) == {"layout": "seg_sigmoid",
+                                          "pixels": {"background": 512, "red": 512},
                                           "foreground_pixels": 512}
 
 
