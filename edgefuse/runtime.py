@@ -120,8 +120,9 @@ def open_session(
 
     Every backend passed over is recorded in ``session.skipped`` (name -> reason) and logged once
     at WARNING: in one line for backends this host lacks (``edgefuse doctor`` explains them),
-    with the reason for one that is here and refused the model. With ``strict=True``, or when a single backend is named, nothing outside the list
-    is tried and "none available" raises ``BackendUnavailableError`` listing every reason;
+    with the reason for one that is here and refused the model. With ``strict=True``, or when a
+    single backend is named, nothing outside the list is tried and "none available" raises
+    ``BackendUnavailableError`` listing every reason;
     otherwise ONNX Runtime on the CPU is the last resort. ``options`` go to the backend that
     opens: ``validate`` (all), ``device_id``, ``execute`` ("sync"|"async", acl), ``threads``,
     ``inter_op_threads``, ``optimization``, ``mem_pattern``, ``cpu_arena``, ``allow_cpu_nodes``,

@@ -25,7 +25,14 @@ from edgefuse.metrics.detect import Detections
 from edgefuse.vision.analytics.anchors import anchor_points
 from edgefuse.vision.analytics.line import LineCounter
 from edgefuse.vision.analytics.zone import Zone
-from edgefuse.vision.draw.analytics import count_rows, draw_lines, draw_trails, draw_zones
+from edgefuse.vision.draw.analytics import (
+    count_rows,
+    draw_lines,
+    draw_tags,
+    draw_trails,
+    draw_zones,
+    place_tags,
+)
 from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.overlay import label_of
 from edgefuse.vision.draw.panel import draw_panel, panel_rect
@@ -117,24 +124,32 @@ class Tracked:
         rows = count_rows(self.lines, self.zones)
         panel = panel_rect(image.shape, rows, style, corner="top-right")
         placer = LabelPlacer(width, height, [panel] if panel else [])
+        tags = place_tags(image.shape, self.lines, self.zones, placer, style)
         out = image.copy()
-        draw_zones(out, self.zones, placer, style)
-        draw_lines(out, self.lines, placer, style)
+        draw_zones(out, self.zones)
+        draw_lines(out, self.lines)
         objects, ids = _objects(result)
         out = self.task.annotate(out, objects, ids=ids, placer=placer)
         draw_trails(out, result.tracks.ids, {k: list(v) for k, v in self._trails.items()},
                     self.task.colours)
+        draw_tags(out, tags, style)
         if panel:
             draw_panel(out, rows, style, panel)
         return out
 
     def describe(self, result: TrackedResult) -> dict[str, Any]:
+        """The record's ``tracks`` (the objects tracked on this frame: an ID each, and
+        ``detection``, the index in ``detections`` of the box it took, -1 when it took none and
+        its box is the tracker's prediction) beside the detector's own ``detections`` (every
+        box the detector kept, tracked or not), and the frame's events and counts."""
         names = self.task.class_names
+        tracks = result.tracks
         record = {"stream": self.stream, "tracks": [
             {"id": int(i), "class": label_of(names, int(c)), "class_id": int(c),
-             "score": round(float(s), 4), "box": [round(float(v), 2) for v in box]}
-            for i, box, s, c in zip(result.tracks.ids, result.tracks.boxes,
-                                    result.tracks.scores, result.tracks.classes, strict=True)]}
+             "score": round(float(s), 4), "box": [round(float(v), 2) for v in box],
+             "detection": int(d)}
+            for i, box, s, c, d in zip(tracks.ids, tracks.boxes, tracks.scores, tracks.classes,
+                                       tracks.detection_index, strict=True)]}
         record.update(self.task.describe(result.detections))
         if result.events:
             record["events"] = result.events

@@ -19,10 +19,11 @@ from edgefuse.vision.analytics.line import LineCounter
 from edgefuse.vision.analytics.zone import Zone
 from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.panel import Row
-from edgefuse.vision.draw.text import TextStyle, line_width
+from edgefuse.vision.draw.text import Rect, TextStyle, line_width
 
 LINE_COLOUR = (0, 215, 255)  # BGR amber: stands out over most scenes
 ZONE_COLOUR = (255, 160, 0)  # BGR azure
+Tag = tuple[str, Rect, tuple[int, int, int]]  # name, where, BGR colour
 
 
 def draw_trails(image: np.ndarray, ids: np.ndarray,
@@ -36,26 +37,41 @@ def draw_trails(image: np.ndarray, ids: np.ndarray,
             cv2().polylines(image, [points], False, colour, width, cv2().LINE_AA)
 
 
-def draw_lines(image: np.ndarray, lines: Sequence[LineCounter], placer: LabelPlacer,
-               style: TextStyle) -> None:
-    """Draw in place each counting line with a tag of its name at its start."""
+def draw_lines(image: np.ndarray, lines: Sequence[LineCounter]) -> None:
+    """Draw each counting line in place (its name goes on a tag: ``place_tags``)."""
     width = line_width(*image.shape[:2])
     for line in lines:
         start = tuple(int(v) for v in line.start)
         end = tuple(int(v) for v in line.end)
         cv2().line(image, start, end, LINE_COLOUR, width, cv2().LINE_AA)
-        _tag(image, line.name, _inside(start, image), placer, style, LINE_COLOUR)
 
 
-def draw_zones(image: np.ndarray, zones: Sequence[Zone], placer: LabelPlacer,
-               style: TextStyle) -> None:
-    """Draw in place each zone's outline with a tag of its name at its top-left corner."""
+def draw_zones(image: np.ndarray, zones: Sequence[Zone]) -> None:
+    """Draw each zone's outline in place (its name goes on a tag: ``place_tags``)."""
     width = line_width(*image.shape[:2])
     for zone in zones:
         points = zone.polygon.astype(np.int32).reshape(-1, 1, 2)
         cv2().polylines(image, [points], True, ZONE_COLOUR, width, cv2().LINE_AA)
-        corner = tuple(int(v) for v in zone.polygon.min(axis=0))
-        _tag(image, zone.name, _inside(corner, image), placer, style, ZONE_COLOUR)
+
+
+def place_tags(shape: Sequence[int], lines: Sequence[LineCounter], zones: Sequence[Zone],
+               placer: LabelPlacer, style: TextStyle) -> list[Tag]:
+    """A name tag per line (at its start) and zone (at its top-left corner), placed before the
+    objects' labels so that they keep clear of it; drawn last (``draw_tags``), over the boxes."""
+    tags: list[Tag] = []
+    anchors = [(line.name, line.start, LINE_COLOUR) for line in lines]
+    anchors += [(zone.name, zone.polygon.min(axis=0), ZONE_COLOUR) for zone in zones]
+    for name, point, colour in anchors:
+        x, y = _inside(tuple(int(v) for v in point), shape)
+        rect = placer.place(style.size(name), (x, y, x, y))
+        if rect is not None:
+            tags.append((name, rect, colour))
+    return tags
+
+
+def draw_tags(image: np.ndarray, tags: Sequence[Tag], style: TextStyle) -> None:
+    for name, rect, colour in tags:
+        style.draw(image, name, rect, colour)
 
 
 def count_rows(lines: Sequence[LineCounter], zones: Sequence[Zone]) -> list[Row]:
@@ -72,13 +88,6 @@ def count_rows(lines: Sequence[LineCounter], zones: Sequence[Zone]) -> list[Row]
     return rows
 
 
-def _tag(image: np.ndarray, name: str, point: tuple[int, int], placer: LabelPlacer,
-         style: TextStyle, colour: Sequence[int]) -> None:
-    rect = placer.place(style.size(name), (point[0], point[1], point[0], point[1]))
-    if rect is not None:
-        style.draw(image, name, rect, colour)
-
-
-def _inside(point: tuple[int, ...], image: np.ndarray) -> tuple[int, int]:
-    height, width = image.shape[:2]
+def _inside(point: tuple[int, ...], shape: Sequence[int]) -> tuple[int, int]:
+    height, width = shape[:2]
     return min(max(point[0], 0), width - 1), min(max(point[1], 0), height - 1)
