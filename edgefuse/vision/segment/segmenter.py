@@ -36,7 +36,7 @@ from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.legend import draw_legend, legend_rect
 from edgefuse.vision.draw.overlay import FILL_ALPHA, draw_detections, draw_masks, label_of, overlay
-from edgefuse.vision.model.adapter import VisionModel
+from edgefuse.vision.model.adapter import VisionModel, other_app
 from edgefuse.vision.segment import decode as semantic
 from edgefuse.vision.segment import instances as instance
 from edgefuse.vision.segment.activation import output_activation
@@ -236,9 +236,10 @@ class Segmenter(VisionModel):
                  + "; ".join(f"{name} {shape}" for name, shape in SHAPES.items()) + ")",
             reference=Ref.BAD_LAYOUT)
 
-    def _wrong_kind(self, why: str) -> InputError:
+    def _wrong_kind(self, why: str, found: str | None = None) -> InputError:
         return InputError(
             f"{self.label} is not a segmentation model: {why}",
-            hint="give a segmentation model, or set layout: to how its outputs read ("
-                 + "; ".join(f"{name} {shape}" for name, shape in SHAPES.items()) + ")",
+            hint=other_app(found, "give a segmentation model, or set layout: to how its "
+                                  "outputs read (" + "; ".join(
+                                      f"{name} {shape}" for name, shape in SHAPES.items()) + ")"),
             reference=Ref.WRONG_MODEL_KIND)
