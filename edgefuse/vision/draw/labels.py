@@ -8,11 +8,12 @@ clip. Here each label tries the spots a reader expects, in order (above its box,
 inside its top edge; below it; above, right-aligned; inside its bottom edge), each clamped into
 the frame, and takes the first that overlaps nothing placed so far; when all are taken it takes
 the free spot nearest the first one on a grid around it (steps of half a label's height and a
-quarter of its width, ``SEARCH_ROWS`` x ``SEARCH_COLUMNS`` each way), then the free spot
-nearest it anywhere in the frame. A frame so covered in labels that none is free leaves that
-object unlabelled (its box is still drawn): an overlapping label is unreadable and makes the one
-under it unreadable too. All candidates are checked against all labels at once (one
-[candidates, labels] array). Labels are placed best score
+quarter of its width, ``SEARCH_ROWS`` x ``SEARCH_COLUMNS`` each way: a dozen label heights up
+and down, three label widths left and right). A frame so covered in labels that none of those is
+free leaves that object unlabelled (its box is still drawn): an overlapping label is unreadable
+and makes the one under it unreadable too, and one placed anywhere free in the frame no longer
+says which box it names. The candidates are checked against the labels near them at once (one
+[candidates, labels] array); the wide search runs only for a label whose usual spots are taken. Labels are placed best score
 first, so the surest objects keep the spots nearest their boxes.
 """
 
@@ -24,8 +25,8 @@ import numpy as np
 
 from edgefuse.vision.draw.text import Rect
 
-SEARCH_ROWS = 16  # steps of half a label's height tried above and below its first spot
-SEARCH_COLUMNS = 8  # steps of a quarter of its width tried left and right of it
+SEARCH_ROWS = 24  # steps of half a label's height tried above and below its first spot
+SEARCH_COLUMNS = 12  # steps of a quarter of its width tried left and right of it
 
 
 class LabelPlacer:
@@ -52,16 +53,12 @@ class LabelPlacer:
         x1, y1, x2, y2 = (int(round(float(v))) for v in box)
         preferred = np.array([(x1, y1 - height), (x1, y1), (x1, y2), (x2 - width, y1 - height),
                               (x1, y2 - height)], np.int64)
-        rows = np.arange(-SEARCH_ROWS, SEARCH_ROWS + 1) * max(height // 2, 1)
-        columns = np.arange(-SEARCH_COLUMNS, SEARCH_COLUMNS + 1) * max(width // 4, 1)
-        grid = np.stack(np.meshgrid(columns, rows), axis=-1).reshape(-1, 2)
-        grid = grid[np.argsort(np.hypot(*grid.T), kind="stable")] + (x1, y1 - height)
-        chosen = self._first_free(np.concatenate([preferred, grid]), width, height)
-        if chosen is None:  # nothing free near the box: anywhere, nearest first
-            rows = np.arange(0, self.height, max(height // 2, 1))
-            columns = np.arange(0, self.width, max(width // 4, 1))
+        chosen = self._first_free(preferred, width, height)
+        if chosen is None:  # the usual spots are taken: the nearest free one around them
+            rows = np.arange(-SEARCH_ROWS, SEARCH_ROWS + 1) * max(height // 2, 1)
+            columns = np.arange(-SEARCH_COLUMNS, SEARCH_COLUMNS + 1) * max(width // 4, 1)
             grid = np.stack(np.meshgrid(columns, rows), axis=-1).reshape(-1, 2)
-            grid = grid[np.argsort(np.hypot(*(grid - (x1, y1 - height)).T), kind="stable")]
+            grid = grid[np.argsort(np.hypot(*grid.T), kind="stable")] + (x1, y1 - height)
             chosen = self._first_free(grid, width, height)
         if chosen is not None:
             self.take(chosen)
@@ -84,10 +81,16 @@ class LabelPlacer:
         return np.clip(corners, low, high)
 
     def _overlap(self, rects: np.ndarray) -> np.ndarray:
-        """Per rectangle [N, 4], the pixels of it the rectangles taken cover (summed over them)."""
-        if not len(self._taken):
+        """Per rectangle [N, 4], the pixels of it the rectangles taken cover (summed over them);
+        only the taken ones that reach the candidates' span are compared."""
+        taken = self._taken
+        if len(taken):
+            near = ((taken[:, 0] < rects[:, 2].max()) & (taken[:, 2] > rects[:, 0].min())
+                    & (taken[:, 1] < rects[:, 3].max()) & (taken[:, 3] > rects[:, 1].min()))
+            taken = taken[near]
+        if not len(taken):
             return np.zeros(len(rects), np.int64)
-        taken = self._taken[np.newaxis]
+        taken = taken[np.newaxis]
         rects = rects[:, np.newaxis]
         across = np.minimum(taken[..., 2], rects[..., 2]) - np.maximum(taken[..., 0],
                                                                        rects[..., 0])

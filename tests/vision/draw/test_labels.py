@@ -26,17 +26,21 @@ def _inside(rect, width, height):
     return 0 <= rect[0] < rect[2] <= width and 0 <= rect[1] < rect[3] <= height
 
 
-@pytest.mark.parametrize("size", [(240, 320), (720, 1280)])
-def test_no_two_labels_overlap_on_a_crowded_frame_and_all_are_inside_it(size):
-    """40 boxes (some cut by the frame's edges) in a frame that also has a counts panel in its
-    top-right corner: every object gets one label, inside the frame, overlapping no other label
-    and not the panel."""
+@pytest.mark.parametrize(("size", "count", "labelled"), [
+    ((240, 320), 30, 30), ((720, 1280), 100, 100),  # crowded: every object keeps its label
+    ((240, 320), 80, 40),  # more labels than the frame holds: at least half, none overlapping
+])
+def test_no_two_labels_overlap_on_a_crowded_frame_and_all_are_inside_it(size, count, labelled):
+    """Boxes (some cut by the frame's edges) in a frame that also has a counts panel in its
+    top-right corner: labels inside the frame, overlapping no other label and not the panel;
+    one per object while the frame has room for them."""
     height, width = size
-    detections = crowded_detections(count=40, size=size)
+    detections = crowded_detections(count=count, size=size)
     style = TextStyle.for_frame(height, width)
     panel = panel_rect(size, [("middle: in 12 out 3", (0, 215, 255))], style, corner="top-right")
     placed = place_labels(detections, CLASSES, style, LabelPlacer(width, height, [panel]))
-    assert sorted(index for index, _, _ in placed) == list(range(len(detections)))
+    indices = [index for index, _, _ in placed]
+    assert len(set(indices)) == len(indices) >= labelled
     rects = [rect for _, _, rect in placed]
     assert all(_inside(rect, width, height) for rect in rects)
     assert not any(overlaps(rect, panel) for rect in rects)
