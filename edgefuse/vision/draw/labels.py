@@ -13,8 +13,8 @@ and down, three label widths left and right). A frame so covered in labels that 
 free leaves that object unlabelled (its box is still drawn): an overlapping label is unreadable
 and makes the one under it unreadable too, and one placed anywhere free in the frame no longer
 says which box it names. The candidates are checked against the labels near them at once (one
-[candidates, labels] array); the wide search runs only for a label whose usual spots are taken. Labels are placed best score
-first, so the surest objects keep the spots nearest their boxes.
+[candidates, labels] array); the wide search runs only for a label whose usual spots are taken.
+Labels are placed best score first, so the surest objects keep the spots nearest their boxes.
 """
 
 from __future__ import annotations

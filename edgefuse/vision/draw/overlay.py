@@ -31,8 +31,8 @@ def label_of(names: Sequence[str], class_id: int) -> str:
 def label_text(names: Sequence[str], class_id: int, score: float,
                track_id: int | None = None) -> str:
     """``#7 person 0.91`` (the track ID first, when tracked), ``person 0.91`` otherwise."""
-    text = f"{label_of(names, class_id)} {score:.2f}"
-    return text if track_id is None else f"#{track_id} {text}"
+    named = f"{label_of(names, class_id)} {score:.2f}"
+    return named if track_id is None else f"#{track_id} {named}"
 
 
 def place_labels(detections: Detections, names: Sequence[str], style: TextStyle,
@@ -45,11 +45,11 @@ def place_labels(detections: Detections, names: Sequence[str], style: TextStyle,
     for index in np.argsort(-np.asarray(detections.scores, np.float64), kind="stable"):
         index = int(index)
         track_id = None if ids is None or int(ids[index]) < 0 else int(ids[index])
-        text = label_text(names, int(detections.classes[index]),
-                          float(detections.scores[index]), track_id)
-        rect = placer.place(style.size(text), detections.boxes[index])
+        label = label_text(names, int(detections.classes[index]),
+                           float(detections.scores[index]), track_id)
+        rect = placer.place(style.size(label), detections.boxes[index])
         if rect is not None:
-            placed.append((index, text, rect))
+            placed.append((index, label, rect))
     return placed
 
 
