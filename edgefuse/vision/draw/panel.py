@@ -18,13 +18,12 @@ from edgefuse.vision.draw.text import Rect, TextStyle
 
 PANEL_ALPHA = 0.6  # how much the panel darkens the scene under it
 Row = tuple[str, "Sequence[int] | None"]  # text, BGR swatch colour (None: no swatch)
-CORNERS = ("top-left", "top-right")
 
 
 def panel_rect(shape: Sequence[int], rows: Sequence[Row], style: TextStyle,
                corner: str = "top-left") -> Rect | None:
-    """Where the panel of ``rows`` goes on a frame of ``shape`` (cut to the frame); None for no
-    rows."""
+    """Where the panel of ``rows`` goes on a frame of ``shape``, in its ``corner`` ("top-left"
+    or "top-right"), cut to the frame; None for no rows."""
     if not rows:
         return None
     height, width = shape[:2]
