@@ -141,6 +141,8 @@ class Ref(str, enum.Enum):
     UNKNOWN_CUSTOM_OP = "unknown-custom-op", "an edgefuse-domain op this edgefuse does not know"
     CUSTOM_OP_WITHOUT_DECOMPOSITION = (
         "custom-op-without-decomposition", "a custom op carries no function a host can run")
+    BOARD_OPS_NEED_NPU = (
+        "board-ops-need-npu", "a compiled model's board ops run on acl or sim, not cpu/cuda")
     BAD_OP_ATTRIBUTE = "bad-op-attribute", "a custom op node has a wrong attribute"
     BAD_OP_INPUT = "bad-op-input", "a custom op node has a wrong input"
     BAD_YOLO_HEAD = "bad-yolo-head", "the model's output cannot take the YOLO head op"

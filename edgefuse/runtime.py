@@ -119,8 +119,10 @@ def open_session(
     """Open the model on the first backend in ``backends`` that can run it here.
 
     Every backend passed over is recorded in ``session.skipped`` (name -> reason) and logged once
-    at WARNING. With ``strict=True``, or when a single backend is named, nothing outside the list
-    is tried and "none available" raises ``BackendUnavailableError`` listing every reason;
+    at WARNING: in one line for backends this host lacks (``edgefuse doctor`` explains them),
+    with the reason for one that is here and refused the model. With ``strict=True``, or when a
+    single backend is named, nothing outside the list is tried and "none available" raises
+    ``BackendUnavailableError`` listing every reason;
     otherwise ONNX Runtime on the CPU is the last resort. ``options`` go to the backend that
     opens: ``validate`` (all), ``device_id``, ``execute`` ("sync"|"async", acl), ``threads``,
     ``inter_op_threads``, ``optimization``, ``mem_pattern``, ``cpu_arena``, ``allow_cpu_nodes``,
@@ -140,6 +142,7 @@ def open_session(
         order = (*order, LAST_RESORT)
     source = resolve_source(model_or_build_dir)
     skipped: dict[str, str] = {}
+    refused: list[str] = []  # backends present here that could not open this model
     for name in order:
         found = probe(name, source)
         if not found.ok:
@@ -149,13 +152,11 @@ def open_session(
             session = _open(name, source, options)
         except BackendUnavailableError as exc:
             skipped[name] = exc.message
+            refused.append(name)
             continue
         session.skipped = skipped
         if skipped:
-            _warn_once(
-                f"{source.label}: running on '{name}'; skipped "
-                + "; ".join(f"{b}: {r}" for b, r in skipped.items())
-            )
+            _warn_fallback(source.label, name, skipped, refused)
         return session
     raise BackendUnavailableError(
         f"no backend in ({', '.join(order)}) can run {source.label} here",
@@ -202,6 +203,19 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
+
+
+def _warn_fallback(label: str, name: str, skipped: dict[str, str], refused: list[str]) -> None:
+    """One line for backends this host does not have (a laptop has no pyACL and no CUDA on
+    every run: ``edgefuse doctor`` says what each needs, the reasons are logged at DEBUG); the
+    reason in full for a backend that is here and refused this model."""
+    absent = [b for b in skipped if b not in refused]
+    parts = [f"{b}: {skipped[b]}" for b in refused]
+    if absent:
+        parts.append(f"{', '.join(absent)} not available here (`edgefuse doctor` says why)")
+    _warn_once(f"{label}: running on '{name}'; " + "; ".join(parts))
+    for backend, reason in skipped.items():
+        log.debug("%s: skipped %s: %s", label, backend, reason)
 
 
 def _warn_once(message: str) -> None:

@@ -24,6 +24,7 @@ from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import ACTIVATIONS, BOX_FORMATS, LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.draw import palette
+from edgefuse.vision.draw.overlay import FILL_ALPHA
 from edgefuse.vision.streams.live_files import Rotation
 from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
@@ -105,7 +106,7 @@ class SegmentationConfig(AppConfig):
     layout: str | None = None
     activation: str | None = None
     palette: str | tuple[Any, ...] = "distinct"
-    alpha: float = 0.5
+    alpha: float = FILL_ALPHA
     legend: bool = True
     background: int | None = None
     threshold: float = 0.5

@@ -45,6 +45,7 @@ from edgefuse.apps.models import resolve_model
 from edgefuse.apps.stopping import EXIT_CODES, stop_on_signals
 from edgefuse.apps.streams import StreamPlan, plan_streams
 from edgefuse.apps.systemd import Notifier, Watch, stall_s
+from edgefuse.apps.tally import Tally
 from edgefuse.errors import InputError, Ref
 from edgefuse.model_info import AppInfo
 from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
@@ -171,9 +172,10 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
             running: list[MultiPipeline] = []  # the run, once it exists (the live view's stats)
             streams = open_streams(config, plans, sources, tasks, extras, running)
             note = "".join(f"; {n}" for n in (task.layout_note, task.preprocess_note) if n)
+            batches = (f"; batch up to {batching.max_batch} ({batching.why})" if len(plans) > 1
+                       else "")  # one stream: one frame per run, nothing to say
             print(f"{model_source.label}: {task.layout} on {session.backend}; "
-                  f"{_describe_sources(sources)}; batch up to {batching.max_batch} "
-                  f"({batching.why}){note}", file=sys.stderr)
+                  f"{_describe_sources(sources)}{batches}{note}", file=sys.stderr)
             multi = MultiPipeline(
                 streams, batcher=batcher, queue_size=config.queue_size,
                 in_flight=config.in_flight, stop_timeout_s=config.stop_timeout_s,
@@ -220,6 +222,7 @@ def open_streams(config: AppConfig, plans: list[StreamPlan], sources: dict[str, 
     try:
         for plan in plans:
             sinks = stream_sinks(config, plan, sources[plan.name], extras, running)
+            sinks.append(Tally(tasks[plan.name].class_names))
             streams.append(Stream(plan.name, sources[plan.name], tasks[plan.name], sinks,
                                   plan.max_frames))
     except BaseException:
@@ -246,7 +249,7 @@ def stream_sinks(config: AppConfig, plan: StreamPlan, source: Source,
 def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[Stream],
                   batcher: Batcher, extras: analytics.AnalyticsSetup) -> None:
     """Per stream: the stats summary, the files written and how it stopped; the lost streams;
-    the batches run (with several streams)."""
+    the batches run (with several streams); last, what each stream counted (``Tally``)."""
     several = len(streams) > 1
     for plan, stream in zip(plans, streams, strict=True):
         run = summary.streams.get(stream.name)
@@ -278,6 +281,10 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
                                             in sorted(extras.stream_events.items())))
+    for stream in streams:  # last: what each stream counted
+        tally = next((sink for sink in stream.sinks if isinstance(sink, Tally)), None)
+        if tally is not None and tally.line():
+            print(f"counts: {_named(stream.name, len(streams), tally.line())}")
 
 
 def _named(name: str, count: int, text: str) -> str:

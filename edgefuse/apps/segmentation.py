@@ -33,9 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the graph; sigmoid: probabilities, none: logits)")
     parser.add_argument("--palette", metavar="distinct|voc|cityscapes",
                         help="class colours (a list of colours in the config)")
-    parser.add_argument("--alpha", type=float, metavar="A", help="overlay opacity (default 0.5)")
+    parser.add_argument("--alpha", type=float, metavar="A",
+                        help="fill opacity (default 0.3; the class's outline is always full)")
     parser.add_argument("--legend", action=argparse.BooleanOptionalAction, default=None,
-                        help="draw a legend of the classes in the frame (default: on)")
+                        help="draw a legend of the classes in the frame, in class order "
+                             "(default: on)")
     parser.add_argument("--background", type=int, metavar="ID",
                         help="class left unpainted (default: the model's, else 0)")
     parser.add_argument("--threshold", type=float, metavar="P",

@@ -101,7 +101,7 @@ def run_cameras(build_dir: Path, workdir: Path, backend: str, steps: Steps, *,
             tasks = {camera.name: Tracked(detector, stream=camera.name, lines=[
                 LineCounter(LINE, camera.start, camera.end)]) for camera in CAMERAS}
             streams = [Stream(camera.name, IterableSource(
-                (scene.image for scene in clips[camera.name]), name=camera.name),
+                (scene.image for scene in clips[camera.name]), name=camera.name, fps=FPS),
                 tasks[camera.name], [
                     CallbackSink(lambda item, kept=results[camera.name]: kept.append(item.result)),
                     VideoSink(workdir / f"{camera.name}.mp4", fps=FPS),

@@ -31,7 +31,7 @@ import onnx.inliner
 from edgefuse._deps import require
 from edgefuse._graph_walk import all_nodes
 from edgefuse._ort import ort_errors
-from edgefuse.acl.ops.host import host_runnable_model
+from edgefuse.acl.ops.host import host_runnable_model, refuse_board_ops
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.errors import (
     BackendUnavailableError,
@@ -271,6 +271,7 @@ def _model_for_ort(model: str | os.PathLike[str] | onnx.ModelProto) -> str | byt
         raise ModelLoadError(f"'{path}' is not an ONNX model: {exc}",
                              hint="give the .onnx file edgefuse convert or compile wrote",
                              reference=Ref.NOT_ONNX) from exc
+    refuse_board_ops(header, f"'{path}'")
     if not header.functions and not any(n.domain == CUSTOM_DOMAIN for n in all_nodes(header.graph)):
         return str(path)
     onnx.load_external_data_for_model(header, str(path.parent))

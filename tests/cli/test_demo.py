@@ -124,6 +124,8 @@ def test_each_camera_counts_the_true_crossings_of_its_own_line(demo):
                    for line in (workdir / f"{camera.name}.jsonl").read_text().splitlines()]
         assert [r["frame"] for r in records] == list(range(CAMERA_FRAMES))
         assert {r["stream"] for r in records} == {camera.name}
+        assert [r["pts"] for r in records] == pytest.approx(
+            [index / CAMERA_FPS for index in range(CAMERA_FRAMES)], abs=1e-6)  # rounded to 1 µs
         counts = records[-1]["counts"]["lines"]["line"]
         truth = _true_crossings(camera)
         assert {way: sum(counts[way].values()) for way in ("in", "out")} == truth, camera

@@ -15,6 +15,7 @@ from edgefuse.acl.ops.host import host_runnable_model
 from edgefuse.errors import BackendUnavailableError, ModelLoadError
 from edgefuse.fallback import ort_session
 from edgefuse.fallback.ort_session import OrtSession, session_options
+from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from tests.model_builders import (
     conv_net,
     fp16_model,
@@ -25,6 +26,7 @@ from tests.model_builders import (
     two_input_model,
     uint8_model,
 )
+from tests.vision.models import constant_model, yolov8_output
 
 pytestmark = pytest.mark.ort
 
@@ -194,3 +196,24 @@ def test_cuda_session_handles_fp16_io():
         out = gpu.run({"x": x})["y"]
     assert out.dtype == np.float16
     np.testing.assert_array_equal(out, x * np.float16(0.5) + 1)
+
+
+def test_a_compiled_models_board_op_on_cpu_says_to_use_acl_or_sim(tmp_path):
+    """A BUILD_DIR's model holds YoloHead in the default domain (as compile prepares it for ATC,
+    no function): ONNX Runtime would say 'No Op registered for YoloHead'; edgefuse names the
+    backends that run it."""
+    head = append_yolo_head(constant_model(yolov8_output(classes=2), size=32),
+                            YoloHeadOptions(layout="yolov8"))
+    prepared = onnx.ModelProto()
+    prepared.CopyFrom(head)
+    for node in prepared.graph.node:
+        if node.op_type == "YoloHead":
+            node.domain = ""
+    del prepared.functions[:]
+    onnx.save(prepared, tmp_path / "model.onnx")
+    with pytest.raises(ModelLoadError, match=r"(?s)board op YoloHead.*backend acl.*backend sim"):
+        OrtSession(tmp_path / "model.onnx", "cpu")
+    with pytest.raises(ModelLoadError, match="board op YoloHead"):
+        OrtSession(prepared, "cpu")
+    with OrtSession(head, "cpu") as session:  # the optimized model, with its decomposition, runs
+        assert {o.name for o in session.outputs} >= {"boxes", "num_detections"}

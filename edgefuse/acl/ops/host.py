@@ -154,6 +154,32 @@ def inline_custom_ops(model: onnx.ModelProto) -> onnx.ModelProto:
     return inlined
 
 
+def board_ops(model: onnx.ModelProto) -> list[str]:
+    """The edgefuse ops ``model`` holds in the default domain, as ``edgefuse compile`` prepares
+    them for ATC's parser plugins (no standard ONNX op has their names)."""
+    return sorted({node.op_type for node in all_nodes(model.graph)
+                   if node.domain in ("", "ai.onnx") and node.op_type in OPS_BY_NAME
+                   and not onnx.defs.has(node.op_type)})
+
+
+def refuse_board_ops(model: onnx.ModelProto, label: str) -> None:
+    """A prepared model (a BUILD_DIR's) whose edgefuse ops are in the default domain is the
+    board's program: ONNX Runtime has no kernel for them, and running their decompositions on
+    the CPU would skip what the board does (FP16, the head's candidate cap). Say which backends
+    run it, instead of ONNX Runtime's ``No Op registered for YoloHead``."""
+    found = board_ops(model)
+    if found:
+        raise ModelLoadError(
+            f"{label} ends in edgefuse's board op{'s' * (len(found) > 1)} {', '.join(found)}, "
+            f"as `edgefuse compile` prepares {'them' if len(found) > 1 else 'it'} for the NPU: "
+            "ONNX Runtime (cpu, cuda) cannot run it",
+            hint="run the build on the board (--backend acl) or simulated on this host "
+                 "(--backend sim; open_session(BUILD_DIR, 'sim')); for cpu or cuda, give the "
+                 ".onnx model the build was compiled from",
+            reference=Ref.BOARD_OPS_NEED_NPU,
+        )
+
+
 def host_runnable_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model as ONNX Runtime can run it: every model-local function call replaced by its body.
 
@@ -162,8 +188,10 @@ def host_runnable_model(model: onnx.ModelProto) -> onnx.ModelProto:
     When every custom op is one edgefuse declares (``edgefuse.acl.ops``), its declared
     decomposition is used, with the node's default attributes written out (``onnx.inliner``
     does not substitute them); other custom ops must carry their own function. A custom-domain
-    node without a decomposition is an error: no host backend could run it.
+    node without a decomposition is an error: no host backend could run it, and so is a
+    prepared model's board op (``refuse_board_ops``).
     """
+    refuse_board_ops(model, "the model")
     custom = {node.op_type for node in all_nodes(model.graph) if node.domain == DOMAIN}
     if custom and custom <= OPS_BY_NAME.keys():
         model = inline_custom_ops(model)

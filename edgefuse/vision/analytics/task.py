@@ -25,8 +25,18 @@ from edgefuse.metrics.detect import Detections
 from edgefuse.vision.analytics.anchors import anchor_points
 from edgefuse.vision.analytics.line import LineCounter
 from edgefuse.vision.analytics.zone import Zone
-from edgefuse.vision.draw.analytics import draw_lines, draw_tracks, draw_zones
+from edgefuse.vision.draw.analytics import (
+    count_rows,
+    draw_lines,
+    draw_tags,
+    draw_trails,
+    draw_zones,
+    place_tags,
+)
+from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.overlay import label_of
+from edgefuse.vision.draw.panel import draw_panel, panel_rect
+from edgefuse.vision.draw.text import TextStyle
 from edgefuse.vision.streams.frames import Frame
 from edgefuse.vision.track.byte_tracker import ByteTracker, Tracks
 
@@ -106,20 +116,40 @@ class Tracked:
                           for zone in self.zones}}
 
     def annotate(self, image: np.ndarray, result: TrackedResult) -> np.ndarray:
-        out = self.task.annotate(image, result.detections)
-        draw_tracks(out, result.tracks.ids, result.tracks.boxes,
-                    {k: list(v) for k, v in self._trails.items()}, self.task.colours)
-        draw_lines(out, self.lines)
+        """Zones and lines with their names, then one box and label per object (``#7 person
+        0.91`` for a track, ``person 0.91`` for a detection no track took), trails, and the
+        counts in a panel in the top-right corner that no label covers."""
+        height, width = image.shape[:2]
+        style = TextStyle.for_frame(height, width)
+        rows = count_rows(self.lines, self.zones)
+        panel = panel_rect(image.shape, rows, style, corner="top-right")
+        placer = LabelPlacer(width, height, [panel] if panel else [])
+        tags = place_tags(image.shape, self.lines, self.zones, placer, style)
+        out = image.copy()
         draw_zones(out, self.zones)
+        draw_lines(out, self.lines)
+        objects, ids = _objects(result)
+        out = self.task.annotate(out, objects, ids=ids, placer=placer)
+        draw_trails(out, result.tracks.ids, {k: list(v) for k, v in self._trails.items()},
+                    self.task.colours)
+        draw_tags(out, tags, style)
+        if panel:
+            draw_panel(out, rows, style, panel)
         return out
 
     def describe(self, result: TrackedResult) -> dict[str, Any]:
+        """The record's ``tracks`` (the objects tracked on this frame: an ID each, and
+        ``detection``, the index in ``detections`` of the box it took, -1 when it took none and
+        its box is the tracker's prediction) beside the detector's own ``detections`` (every
+        box the detector kept, tracked or not), and the frame's events and counts."""
         names = self.task.class_names
+        tracks = result.tracks
         record = {"stream": self.stream, "tracks": [
             {"id": int(i), "class": label_of(names, int(c)), "class_id": int(c),
-             "score": round(float(s), 4), "box": [round(float(v), 2) for v in box]}
-            for i, box, s, c in zip(result.tracks.ids, result.tracks.boxes,
-                                    result.tracks.scores, result.tracks.classes, strict=True)]}
+             "score": round(float(s), 4), "box": [round(float(v), 2) for v in box],
+             "detection": int(d)}
+            for i, box, s, c, d in zip(tracks.ids, tracks.boxes, tracks.scores, tracks.classes,
+                                       tracks.detection_index, strict=True)]}
         record.update(self.task.describe(result.detections))
         if result.events:
             record["events"] = result.events
@@ -136,3 +166,20 @@ class Tracked:
             alive.add(int(track_id))
         for gone in set(self._trails) - alive:  # drawn only while shown; memory stays bounded
             del self._trails[gone]
+
+
+def _objects(result: TrackedResult) -> tuple[Detections, np.ndarray]:
+    """The tracks, then the detections no track took this frame, as one set of boxes with
+    their track IDs (-1 for the untracked): each object is drawn once, with one label."""
+    tracks = result.tracks
+    taken = set(int(i) for i in tracks.detection_index if i >= 0)
+    rest = np.array([i for i in range(len(result.detections)) if i not in taken], np.int64)
+    detections = result.detections
+    boxes = np.concatenate([np.asarray(tracks.boxes, np.float32).reshape(-1, 4),
+                            np.asarray(detections.boxes, np.float32).reshape(-1, 4)[rest]])
+    scores = np.concatenate([np.asarray(tracks.scores, np.float32),
+                             np.asarray(detections.scores, np.float32)[rest]])
+    classes = np.concatenate([np.asarray(tracks.classes, np.int64),
+                              np.asarray(detections.classes, np.int64)[rest]])
+    ids = np.concatenate([np.asarray(tracks.ids, np.int64), np.full(len(rest), -1, np.int64)])
+    return Detections(boxes, scores, classes), ids

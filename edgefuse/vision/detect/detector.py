@@ -37,6 +37,7 @@ from edgefuse.vision.detect.graph_tail import tails
 from edgefuse.vision.detect.heads import Heads
 from edgefuse.vision.detect.recognise import Evidence, bind, recognise
 from edgefuse.vision.draw import palette
+from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.overlay import draw_detections, label_of
 from edgefuse.vision.model import layouts, records
 from edgefuse.vision.model.adapter import VisionModel
@@ -93,7 +94,8 @@ class Detector(VisionModel):
             strides=self._strides,
         )
         self.class_names = tuple(class_names or self.info.classes or self._numbered_names())
-        self.colours = palette.bgr(palette.palette("boxes"))
+        self.palette = palette.SceneAware(palette.distinct())
+        self.colours = self.palette.colours(None, len(palette.DISTINCT))
         self.line_width = line_width
         scaled = scaled_outputs(self._graph_model(), self.plan.extras)
         # No graph to read (an OM): PaddleDetection's exports divide by the scale_factor fed.
@@ -148,9 +150,16 @@ class Detector(VisionModel):
             geometry = in_graph_geometry(geometry)
         return detect.decode(outputs, self.layout, geometry, self.options, self.heads)
 
-    def annotate(self, image: np.ndarray, result: Detections) -> np.ndarray:
+    def annotate(self, image: np.ndarray, result: Detections, *,
+                 ids: Sequence[int] | None = None, placer: LabelPlacer | None = None,
+                 ) -> np.ndarray:
+        """A copy of ``image`` with each box and its one label (``#id`` first where ``ids``
+        gives one, -1: none), the labels off each other and off what ``placer`` holds; class
+        colours from the distinct palette, ordered against the first scene seen (``colours``
+        then holds them)."""
+        self.colours = self.palette.colours(image, len(palette.DISTINCT))
         return draw_detections(image, result, self.class_names, self.colours,
-                               line_width=self.line_width)
+                               line_width=self.line_width, ids=ids, placer=placer)
 
     def describe(self, result: Detections) -> dict[str, Any]:
         return {"layout": self.layout, "detections": [

@@ -17,15 +17,24 @@ Why VOC and Cityscapes remain: they are what segmentation users compare against 
 agree: 0 black, 1 (128, 0, 0), 2 (0, 128, 0), 3 (128, 128, 0), 4 (0, 0, 128), ...; Cityscapes' road
 (128, 64, 128) ... bicycle (119, 11, 32)). Detection boxes use Ultralytics' 20-colour cycle so
 screenshots look the same. Palettes are RGB uint8 [N, 3]; ``bgr`` converts for OpenCV drawing.
+
+Why ``SceneAware`` moves colours the scene is full of to the end: a blue box on a blue sky, or a
+green label over a lawn, is as unreadable as a blend in an object's own colour. The first frame
+that shows a scene (not a flat one, such as the apps' grey rehearsal frame) is measured once:
+every palette colour covering more than ``CROWDED`` of it (CIELAB distance under ``NEAR``) goes
+behind the others, most present last; the rest keep their order. The choice then holds for the
+whole run, so a class never changes colour from one frame to the next.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from edgefuse._cv import cv2
 from edgefuse.errors import InputError, Ref
 
 CITYSCAPES = (
@@ -47,6 +56,10 @@ DISTINCT = (
     (96, 96, 96), (255, 170, 100), (100, 170, 255),
 )
 NAMES = ("distinct", "voc", "cityscapes", "boxes")
+NEAR = 25.0  # CIELAB distance under which a pixel "has" a palette colour
+CROWDED = 0.05  # the share of a frame's pixels above which a colour counts as the scene's
+FLAT = 4.0  # a frame whose pixels' standard deviation is under this shows no scene
+SAMPLE = 96  # frames are measured at about this many pixels on their longer side
 
 
 def voc(count: int = 256) -> np.ndarray:
@@ -110,3 +123,43 @@ def _colour(value: Any) -> tuple[int, int, int]:
         return tuple(value)  # type: ignore[return-value]
     raise InputError(f"bad palette colour {value!r}", hint="use [r, g, b] (0..255) or '#rrggbb'",
                      reference=Ref.BAD_PALETTE)
+
+
+def presence(colours: np.ndarray, image: np.ndarray) -> np.ndarray:
+    """For each RGB colour of ``colours``, the share of the BGR ``image``'s pixels that look like
+    it (CIELAB distance under ``NEAR``, measured on a copy shrunk to ``SAMPLE`` pixels)."""
+    height, width = image.shape[:2]
+    step = max(max(height, width) // SAMPLE, 1)
+    pixels = image[::step, ::step].reshape(-1, 1, 3).astype(np.float32) / 255
+    scene = cv2().cvtColor(pixels, cv2().COLOR_BGR2Lab).reshape(-1, 3)
+    ours = cv2().cvtColor(colours[:, ::-1].reshape(-1, 1, 3).astype(np.float32) / 255,
+                          cv2().COLOR_BGR2Lab).reshape(-1, 3)
+    near = np.linalg.norm(scene[np.newaxis] - ours[:, np.newaxis], axis=2) < NEAR
+    return near.mean(axis=1)
+
+
+def avoiding(colours: np.ndarray, image: np.ndarray) -> np.ndarray:
+    """``colours`` (RGB) with those covering more than ``CROWDED`` of ``image`` moved to the end,
+    the most present last; the others keep their order."""
+    shares = presence(colours, image)
+    shares = np.where(shares > CROWDED, shares, 0.0)
+    return colours[np.argsort(shares, kind="stable")]
+
+
+class SceneAware:
+    """A palette whose order is fixed by the first frame that shows a scene (``avoiding``).
+
+    ``colours(image, count)`` gives BGR [count, 3] for drawing on ``image``; before a scene was
+    seen it gives the palette's own order. Thread-safe: the streams of a run share one."""
+
+    def __init__(self, colours: np.ndarray) -> None:
+        self._base = colours
+        self._chosen: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    def colours(self, image: np.ndarray | None, count: int) -> np.ndarray:
+        with self._lock:
+            if self._chosen is None and image is not None and float(image.std()) >= FLAT:
+                self._chosen = avoiding(self._base, image)
+            chosen = self._base if self._chosen is None else self._chosen
+        return bgr(chosen[np.arange(max(count, 1)) % len(chosen)])

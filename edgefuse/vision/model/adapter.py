@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 # The record's keys that say how the frame is fitted (the host does it even for an AIPP build).
 FIT_KEYS = ("resize", "pad_value", "center", "interpolation", "rounding")
 TASK_WORDS = {"detect": "detection", "segment": "segmentation", "classify": "classification"}
+APPS = {"detect": ("edgefuse detect", "Detector"), "segment": ("edgefuse segment", "Segmenter")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +239,7 @@ class VisionModel:
         self.info = info or AppInfo()
         self.label = label
         if self.info.task is not None and self.info.task != self.task:
-            raise self._wrong_kind(f"its app info says task '{self.info.task}'")
+            raise self._wrong_kind(f"its app info says task '{self.info.task}'", self.info.task)
         self.plan = plan_input(session, self.info, manifest, preprocess)
         outputs = [(o.name, o.shape, o.dtype.name) for o in session.outputs]
         self.layout = self._find_layout(outputs)
@@ -339,14 +340,27 @@ class VisionModel:
         if kind != self.task:
             outputs = ", ".join(o.signature() for o in self.session.outputs)
             raise self._wrong_kind(f"its output {outputs} reads as a {TASK_WORDS[kind]} "
-                                   f"model ({self.layout})")
+                                   f"model ({self.layout})", kind)
 
-    def _wrong_kind(self, why: str) -> InputError:
+    def _wrong_kind(self, why: str, found: str | None = None) -> InputError:
+        """The model is not this task's; when it is the other app's, the hint says which."""
         return InputError(
             f"{self.label} is not a {TASK_WORDS[self.task]} model: {why}",
-            hint={"detect": "give a detector (yolov8, yolov5, yolo_head, yolox, end2end or "
-                            "ppyoloe outputs)",
-                  "segment": "give a segmentation model ([1, C, H, W] logits or a mask)"
-                  }[self.task],
+            hint=other_app(found, {
+                "detect": "give a detector (yolov8, yolov5, yolo_head, yolox, end2end or "
+                          "ppyoloe outputs)",
+                "segment": "give a segmentation model ([1, C, H, W] logits or a mask)"}[self.task]),
             reference=Ref.WRONG_MODEL_KIND,
         )
+
+
+def other_app(kind: str | None, otherwise: str) -> str:
+    """The hint for a model of the wrong kind: for a task the other app runs, ``it is a
+    segmentation model: run it with `edgefuse segment` ...`` then ``otherwise`` (the outputs may
+    have been misread); just ``otherwise`` for the rest."""
+    app = APPS.get(kind or "")
+    if app is None:
+        return otherwise
+    command, task_class = app
+    return (f"it is a {TASK_WORDS[kind]} model: run it with `{command}` (in code, "
+            f"{task_class}.open); if it is not, {otherwise}")

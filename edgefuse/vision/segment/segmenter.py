@@ -33,10 +33,11 @@ from edgefuse.preprocess import Geometry
 from edgefuse.session import Session
 from edgefuse.vision.detect.decode import DetectOptions
 from edgefuse.vision.draw import palette
-from edgefuse.vision.draw.legend import draw_legend
-from edgefuse.vision.draw.overlay import draw_detections, draw_masks, label_of, overlay
+from edgefuse.vision.draw.labels import LabelPlacer
+from edgefuse.vision.draw.legend import draw_legend, legend_rect
+from edgefuse.vision.draw.overlay import FILL_ALPHA, draw_detections, draw_masks, label_of, overlay
 from edgefuse.vision.model import records
-from edgefuse.vision.model.adapter import VisionModel
+from edgefuse.vision.model.adapter import VisionModel, other_app
 from edgefuse.vision.segment import decode as semantic
 from edgefuse.vision.segment import instances as instance
 from edgefuse.vision.segment.activation import output_activation
@@ -66,7 +67,7 @@ class Segmenter(VisionModel):
                  manifest: BuildManifest | None = None,
                  preprocess: Mapping[str, Any] | None = None, label: str = "the model",
                  class_names: Sequence[str] | None = None,
-                 colours: str | Sequence[Any] = "distinct", alpha: float = 0.5,
+                 colours: str | Sequence[Any] = "distinct", alpha: float = FILL_ALPHA,
                  background: int | None = None, threshold: float = 0.5,
                  activation: str | None = None,
                  graph: onnx.ModelProto | str | None = None, legend: bool = True,
@@ -106,6 +107,7 @@ class Segmenter(VisionModel):
             semantic.foreground_cut(threshold, self.activation)  # refuses softmax, bad thresholds
         self._check_outputs()
         self._colours: np.ndarray | None = None
+        self._scene_palette = palette.SceneAware(palette.distinct())
 
     @classmethod
     def open(cls, model: Any, **options: Any) -> Any:
@@ -125,20 +127,27 @@ class Segmenter(VisionModel):
                                threshold=self.threshold, activation=self.activation)
 
     def annotate(self, image: np.ndarray, result: Segmentation | Instances) -> np.ndarray:
-        colours = self._palette(result.num_classes)
+        """The fill and outline of each class (or instance) with a legend of the classes present
+        in class order; instance labels are kept off the legend and each other."""
+        colours = self._palette(result.num_classes, image)
         if isinstance(result, Instances):
             out = draw_masks(image, result.masks, result.detections.classes, colours,
                              alpha=self.alpha)
-            out = draw_detections(out, result.detections, self.class_names, colours)
-            present = _by_count(result.class_counts())
+            present = [int(c) for c in np.flatnonzero(result.class_counts())]
         else:
             out = overlay(image, result.class_map, colours, alpha=self.alpha,
                           background=self.background, outline=True)
-            present = [c for c in _by_count(result.pixel_counts()) if c != self.background]
-        if self.legend:
-            draw_legend(out, [(label_of(self.class_names, c), colours[c % len(colours)])
-                              for c in present])
-        return out
+            present = [int(c) for c in np.flatnonzero(result.pixel_counts())
+                       if c != self.background]
+        entries = [(label_of(self.class_names, c), colours[c % len(colours)]) for c in present]
+        if not self.legend:
+            entries = []
+        if isinstance(result, Instances):
+            legend = legend_rect(image.shape, entries)
+            placer = LabelPlacer(image.shape[1], image.shape[0], [legend] if legend else [])
+            out = draw_detections(out, result.detections, self.class_names, colours,
+                                  placer=placer)
+        return draw_legend(out, entries)
 
     def describe(self, result: Segmentation | Instances) -> dict[str, Any]:
         if isinstance(result, Instances):
@@ -170,7 +179,11 @@ class Segmenter(VisionModel):
 
     # ---- set-up -------------------------------------------------------------------------------
 
-    def _palette(self, count: int) -> np.ndarray:
+    def _palette(self, count: int, image: np.ndarray | None = None) -> np.ndarray:
+        """BGR colours by class id: the default ``distinct`` palette avoids the colours the
+        scene is full of (``palette.SceneAware``); a named or listed palette is kept as given."""
+        if self.palette_spec == "distinct":
+            return self._scene_palette.colours(image, count)
         if self._colours is None or len(self._colours) < count:
             self._colours = palette.bgr(palette.palette(self.palette_spec, max(count, 1)))
         return self._colours
@@ -251,15 +264,10 @@ class Segmenter(VisionModel):
                  + "; ".join(f"{name} {shape}" for name, shape in SHAPES.items()) + ")",
             reference=Ref.BAD_LAYOUT)
 
-    def _wrong_kind(self, why: str) -> InputError:
+    def _wrong_kind(self, why: str, found: str | None = None) -> InputError:
         return InputError(
             f"{self.label} is not a segmentation model: {why}",
-            hint="give a segmentation model, or set layout: to how its outputs read ("
-                 + "; ".join(f"{name} {shape}" for name, shape in SHAPES.items()) + ")",
+            hint=other_app(found, "give a segmentation model, or set layout: to how its "
+                                  "outputs read (" + "; ".join(
+                                      f"{name} {shape}" for name, shape in SHAPES.items()) + ")"),
             reference=Ref.WRONG_MODEL_KIND)
-
-
-def _by_count(counts: np.ndarray) -> list[int]:
-    """Class ids with a non-zero count, most first (ties: lower id)."""
-    present = np.flatnonzero(counts)
-    return [int(c) for c in present[np.argsort(-counts[present], kind="stable")]]

@@ -9,17 +9,21 @@ by record (``append=True``, with rotation) and the video is cut into finished se
 (``segment_s``): see ``live_files.py``. Temporaries an earlier, crashed run left behind are
 recovered or removed when a sink opens (``staging.py``).
 
-The JSON Lines record, one per frame (``FRAME_SCHEMA`` names the keys)::
+The JSON Lines record, one per frame (``FRAME_SCHEMA`` names the keys every record has; the
+JSON Schema of every key, ``RECORD_SCHEMA``, ships as ``frame_record.schema.json`` and
+docs/apps.md explains it)::
 
-    {"frame": 12, "time": 1718000000.123, "pts": 0.4, "size": [480, 640],
+    {"frame": 12, "time": 1718000000.123, "pts": 0.4, "size": {"width": 640, "height": 480},
      "detections": [{"class": "circle", "class_id": 0, "score": 0.912,
-                     "box": [x1, y1, x2, y2]}],           # detection: frame pixels
+                     "box": [x1, y1, x2, y2]}],           # detection: frame pixels, x first
      "pixels": {"background": 250000, "person": 57200},   # segmentation: pixels per class
      "timings_ms": {"capture": 1.2, "preprocess": 0.8, "infer": 6.1, "postprocess": 0.4},
      "latency_ms": 9.3}
 
-``time`` is the capture's wall clock (seconds since the epoch), ``pts`` the media time of a video
-file's frame (null for live sources and images), ``latency_ms`` capture to record.
+``time`` is the capture's wall clock (seconds since the epoch), ``pts`` the frame's media time:
+a video file's (frame index / its frame rate) and a generated camera's (an ``IterableSource``
+given its ``fps``); null for live sources and images, which have none. ``size`` is the frame's
+(boxes are in its pixels). ``latency_ms`` is capture to record.
 
 A sink that cannot take more frames (the window was closed, the callback returned False) raises
 ``SinkClosed``; the pipeline then stops reading and shuts down cleanly.
@@ -50,6 +54,7 @@ from edgefuse.vision.streams.staging import Staged, recover_jsonl_leftovers, rem
 log = logging.getLogger(__name__)
 
 FRAME_SCHEMA = ("frame", "time", "pts", "size", "timings_ms", "latency_ms")
+RECORD_SCHEMA = Path(__file__).with_name("frame_record.schema.json")
 VIDEO_CODECS = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "MJPG"}
 DEFAULT_FPS = 30.0
 Describe = Callable[[Any], dict[str, Any]]
@@ -87,7 +92,7 @@ def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
         "frame": frame.index,
         "time": round(frame.time, 6),
         "pts": None if frame.pts is None else round(frame.pts, 6),
-        "size": list(frame.image.shape[:2]),
+        "size": {"width": int(frame.image.shape[1]), "height": int(frame.image.shape[0])},
     }
     if frame.name is not None:
         record["name"] = frame.name

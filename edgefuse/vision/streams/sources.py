@@ -287,12 +287,17 @@ class ImageSource(Source):
 
 
 class IterableSource(_SequentialSource):
-    """Frames from a Python iterable of BGR uint8 arrays, every one, in order."""
+    """Frames from a Python iterable of BGR uint8 arrays, every one, in order; with ``fps`` (a
+    generated camera, a decoded clip) each frame's ``pts`` is its index / ``fps``."""
 
     def __init__(self, frames: Iterable[Any], *, name: str = "<iterable>",
-                 stride: int = 1) -> None:
+                 stride: int = 1, fps: float | None = None) -> None:
         super().__init__(name, stride)
+        if fps is not None and not (isinstance(fps, (int, float)) and math.isfinite(fps)
+                                    and fps > 0):
+            raise InputError(f"fps must be a positive number, got {fps!r}", reference=_REF)
         self._frames = iter(frames)
+        self.fps = None if fps is None else float(fps)
 
     def read(self, timeout: float | None = None) -> Frame | None:
         if self._finished:
@@ -304,6 +309,7 @@ class IterableSource(_SequentialSource):
         index, item = got
         image = as_bgr(item, f"{self.name} frame {index}")
         return Frame(index, image, time.time(), time.perf_counter(),
+                     pts=index / self.fps if self.fps else None,
                      decode_s=time.perf_counter() - start)
 
     def _skip(self) -> bool:

@@ -60,17 +60,22 @@ def test_without_app_info_the_layout_comes_from_the_shape_and_names_are_numbered
         assert len(detector(np.zeros((32, 32, 3), np.uint8))) == 2
 
 
-@pytest.mark.parametrize(("open_task", "model", "message"), [
+@pytest.mark.parametrize(("open_task", "model", "message", "hint"), [
     (Detector.open, constant_model(np.zeros((1, 10))), r"not a detection model: .*float32\[1,10\]"
-                                                       r" reads as a classification model"),
-    (Detector.open, channel_logits_model(), "not a detection model: .*segmentation model"),
-    (Segmenter.open, constant_model(yolov8_output()), "not a segmentation model"),
+                                                       r" reads as a classification model",
+     "give a detector"),
+    (Detector.open, channel_logits_model(), "not a detection model: .*segmentation model",
+     "run it with `edgefuse segment` (in code, Segmenter.open)"),
+    (Segmenter.open, constant_model(yolov8_output()), "not a segmentation model",
+     "run it with `edgefuse detect` (in code, Detector.open); if it is not, give a segmentation"),
     (Detector.open, embed(channel_logits_model(), AppInfo(task="segment")),
-     "its app info says task 'segment'"),
+     "its app info says task 'segment'", "run it with `edgefuse segment`"),
 ])
-def test_a_model_of_the_wrong_kind_is_refused(open_task, model, message):
-    with pytest.raises(InputError, match=message):
+def test_a_model_of_the_wrong_kind_is_refused_and_the_other_app_named(open_task, model, message,
+                                                                      hint):
+    with pytest.raises(InputError, match=message) as refused:
         open_task(model, backends="cpu")
+    assert hint in refused.value.hint
 
 
 def test_a_preprocess_record_that_does_not_fit_the_input_is_refused():

@@ -9,7 +9,8 @@ from edgefuse.errors import InputError
 from edgefuse.metrics.detect import Detections
 from edgefuse.preprocess import letterbox
 from edgefuse.vision.draw import palette
-from edgefuse.vision.draw.overlay import draw_detections, overlay, text_colour
+from edgefuse.vision.draw.overlay import draw_detections, overlay
+from edgefuse.vision.draw.text import text_colour
 from edgefuse.vision.segment.decode import decode
 from tests.needs import optional
 
@@ -80,21 +81,22 @@ def test_overlay_blends_only_outside_the_background():
     assert frame[0, 1].tolist() == [100, 100, 100]  # the input is untouched
 
 
-def test_outline_draws_region_borders_in_the_complement_of_their_colour():
+def test_outline_draws_region_borders_in_their_class_colour():
     frame = np.full((4, 6, 3), 100, np.uint8)
     class_map = np.zeros((4, 6), np.uint8)
     class_map[1:3, 1:4] = 1  # a 2x3 region: every pixel of it touches the background
     class_map[:, 5] = 2
     colours = np.array([[0, 0, 0], [200, 0, 50], [0, 250, 0]], np.uint8)
     out = overlay(frame, class_map, colours, alpha=0.5, background=0, outline=True)
-    assert out[1, 1].tolist() == [55, 255, 205] and out[2, 3].tolist() == [55, 255, 205]
-    assert out[0, 5].tolist() == [255, 5, 255]  # class 2 borders the background to its left
+    assert out[1, 1].tolist() == [200, 0, 50] and out[2, 3].tolist() == [200, 0, 50]
+    assert out[0, 5].tolist() == [0, 250, 0]  # class 2 borders the background to its left
     assert out[0, 0].tolist() == [100, 100, 100]  # background borders are not drawn
-    wide = np.zeros((5, 5), np.uint8)
-    wide[1:4, 1:4] = 1
-    inside = overlay(np.full((5, 5, 3), 100, np.uint8), wide, colours, outline=True)
-    assert inside[2, 2].tolist() == [150, 50, 75]  # the interior is blended, not outlined
-    assert inside[1, 2].tolist() == [55, 255, 205]
+    wide = np.zeros((9, 9), np.uint8)
+    wide[1:8, 1:8] = 1
+    inside = overlay(np.full((9, 9, 3), 100, np.uint8), wide, colours, alpha=0.5, outline=True)
+    assert inside[4, 4].tolist() == [150, 50, 75]  # the interior is blended, not outlined
+    assert inside[1, 4].tolist() == inside[2, 4].tolist() == [200, 0, 50]  # a 2-pixel band
+    assert inside[3, 4].tolist() == [150, 50, 75]
 
 
 def test_boxes_are_drawn_in_their_class_colour_on_a_copy():

@@ -331,7 +331,7 @@ def test_jsonl_video_and_image_sinks(tmp_path):
     assert [r["frame"] for r in records] == list(range(10))
     for record in records:
         assert set(FRAME_SCHEMA) <= set(record) and "value" in record
-        assert isinstance(record["time"], float) and record["size"] == [48, 64]
+        assert isinstance(record["time"], float) and record["size"] == {"width": 64, "height": 48}
         assert set(record["timings_ms"]) == {"capture", "preprocess", "infer", "postprocess"}
         after_capture = sum(v for k, v in record["timings_ms"].items() if k != "capture")
         assert record["latency_ms"] >= after_capture - 1e-3  # from the decoded frame on

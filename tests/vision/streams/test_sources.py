@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from edgefuse.errors import InputError
-from edgefuse.vision.streams.sources import CameraOptions, LiveSource, Reconnect, open_source
+from edgefuse.vision.streams.sources import (
+    CameraOptions,
+    IterableSource,
+    LiveSource,
+    Reconnect,
+    open_source,
+)
 from edgefuse.vision.streams.stats import PipelineStats
 from tests.needs import optional
 from tests.vision.models import write_clip
@@ -184,3 +190,12 @@ class _TwoFrames:
 
     def release(self):
         pass
+
+
+def test_a_generated_camera_given_its_fps_stamps_each_frame_with_its_media_time():
+    frames = [np.full((4, 4, 3), i, np.uint8) for i in range(5)]
+    stamped = [f.pts for f in IterableSource(frames, fps=10.0, stride=2)]
+    assert stamped == pytest.approx([0.0, 0.2, 0.4])  # index / fps, skipped frames counted
+    assert [f.pts for f in IterableSource(frames)] == [None] * 5  # no rate: no media time
+    with pytest.raises(InputError, match="fps must be a positive number"):
+        IterableSource(frames, fps=0)
