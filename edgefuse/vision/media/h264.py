@@ -18,8 +18,10 @@ an event clip is cut without decoding anything (``clips.py``). Both need:
 - timestamps from the frames' clock in milliseconds (a live camera's frame rate wanders; a fixed
   rate would stretch or squeeze the video), strictly increasing.
 
-``preset=veryfast``: about 4 ms per 720p frame on one laptop core, with sizes close to ``medium``
-for camera scenes (bench/video_writer.py measures what it costs the apps).
+``preset=ultrafast``: the encoder shares the CPU with decoding, drawing and (off the board) the
+model, so CPU time per frame is what counts: on a drawn noisy 720p clip it took 7.8 ms of CPU per
+frame against veryfast's 19.8 ms, for files about 30 % larger (110 against 85 kB a frame);
+bench/video_writer.py measures what it costs the apps.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ log = logging.getLogger(__name__)
 
 TIME_BASE = fractions.Fraction(1, 1000)  # packet timestamps in milliseconds
 KEYFRAME_S = 1.0
-PRESET = "veryfast"
+PRESET = "ultrafast"
 CONTAINERS = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska"}
 _FASTSTART = {"mp4", "mov"}
 
