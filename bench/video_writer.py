@@ -7,6 +7,8 @@ moving shapes on a noisy gradient (bench.pipeline's, at 1280x720 and 1920x1080; 
 the encoder work harder than a calm camera would). Sinks, each in a fresh process:
 
 - ``none``: no video sink (the baseline; no frame is even drawn),
+- ``draw``: the frames drawn (boxes, labels) for a sink that writes nothing: the part of any video
+  sink's cost that is not the writer's,
 - ``h264``: ``--save out.mp4``, H.264 through PyAV in the writer's own thread (what apps write),
 - ``mp4v``: the same through OpenCV's writer (the fallback without PyAV, for comparison),
 - ``clips``: the event clip recorder (every frame encoded into the ring; no event fires).
@@ -15,9 +17,11 @@ The sinks alternate in rotating order for ``--reps`` repetitions; each is report
 frame rate and its paired ratio to ``none`` measured in the same repetition (the machine's drift
 cancels). The writer's cost is ``1 - ratio``. Goal (issue 28): at most 10 %.
 
-Part 2, the clip ring's memory: 1080p frames of the same clip encoded as the recorder encodes them
-(keyframes every second), with ``pre_s = 5``; the ring's payload bytes, sampled every frame
-after the first 10 s, against what 5 s of raw BGR frames would take.
+Part 2, the encoder's CPU time per frame (``time.process_time``, all of libx264's threads) at
+720p and 1080p, alone in a process: the budget a host must have spare for the writer to cost
+nothing. And the clip ring's memory: 1080p frames of the same clip encoded as the recorder
+encodes them (keyframes every second), with ``pre_s = 5``; the ring's payload bytes, sampled
+every frame after the first 10 s, against what 5 s of raw BGR frames would take.
 
     python -m bench.video_writer                          # both parts
     python -m bench.video_writer --frames 120 --reps 3 --threads 2 --sizes 720,1080
@@ -47,11 +51,11 @@ from edgefuse.vision.media.clips import ClipOptions, ClipRecorder
 from edgefuse.vision.media.h264 import H264Encoder
 from edgefuse.vision.media.ring import PacketRing
 from edgefuse.vision.streams.pipeline import Pipeline
-from edgefuse.vision.streams.sinks import VideoSink
+from edgefuse.vision.streams.sinks import CallbackSink, VideoSink
 from edgefuse.vision.streams.sources import open_source
 
 SIZES = {720: (720, 1280), 1080: (1080, 1920)}
-SINKS = ("none", "h264", "mp4v", "clips")
+SINKS = ("none", "draw", "h264", "mp4v", "clips")
 GOAL_COST = 0.10
 CASE = Case("detection", "shapes_yolov8", 256)
 
@@ -76,6 +80,8 @@ def worker(size: int, sink: str, frames: int, threads: int) -> dict:
                 sinks.append(VideoSink(Path(scratch) / "out.mp4"))
             elif sink == "clips":
                 sinks.append(ClipRecorder(ClipOptions()))
+            elif sink == "draw":
+                sinks.append(CallbackSink(lambda result, image: None, image=True))
             summary = Pipeline(open_source(clip_for(size)), task, sinks, max_frames=frames,
                                report_every=None).run()
     finally:
@@ -146,6 +152,21 @@ def ring_memory(seconds: float = 5.0, fps: float = 30.0, frames: int = 600) -> d
             "encode_ms_per_frame": encode_ms}
 
 
+def encoder_cpu(size: int, frames: int = 90) -> dict:
+    """CPU and wall milliseconds per frame of ``H264Encoder`` on the ``size`` clip's frames."""
+    capture = cv2.VideoCapture(str(clip_for(size)))
+    images = [capture.read()[1] for _ in range(frames)]
+    capture.release()
+    height, width = SIZES[size]
+    encoder = H264Encoder(width, height, fps=30.0)
+    wall, cpu, payload = time.perf_counter(), time.process_time(), 0
+    for index, image in enumerate(images):
+        payload += sum(p.size for p in encoder.encode(image, index / 30.0))
+    return {"size": size, "cpu_ms": (time.process_time() - cpu) / frames * 1e3,
+            "wall_ms": (time.perf_counter() - wall) / frames * 1e3,
+            "kb_per_frame": payload / frames / 1e3}
+
+
 # ---- report ------------------------------------------------------------------------------------
 
 
@@ -161,6 +182,10 @@ def render(results: dict) -> str:
             lines.append(f"{row['size']}p{'':<2} {sink:<6} {fps:>7.1f} {ratio:>6.2f} "
                          f"{(1 - ratio) * 100:>6.1f}%")
     lines.append("(frames per second, median; ratio = paired median against no video sink)")
+    for row in results.get("encoder", []):
+        lines.append(f"H.264 encoder alone at {row['size']}p: {row['cpu_ms']:.1f} ms CPU, "
+                     f"{row['wall_ms']:.1f} ms wall per frame, {row['kb_per_frame']:.0f} kB "
+                     "per frame")
     if "ring" in results:
         ring = results["ring"]
         lines += ["", f"clip ring, {ring['pre_s']:g} s of 1080p at {ring['fps']:g} fps: "
@@ -199,7 +224,8 @@ def main() -> int:
     results["app"] = [measure_size(size, args.frames, args.reps, args.threads)
                       for size in sizes]
     if not args.no_ring:
-        print("[ring]", flush=True)
+        print("[encoder, ring]", flush=True)
+        results["encoder"] = [encoder_cpu(size) for size in sizes]
         results["ring"] = ring_memory()
     text = render(results)
     print(text)

@@ -275,6 +275,8 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
         print(f"lost {name}: {why.splitlines()[0]}")
     if several:
         print(f"batches run: {describe_sizes(batcher.sizes)}")
+    if extras.media is not None:
+        print(extras.media.summary())
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
                                             in sorted(extras.stream_events.items())))

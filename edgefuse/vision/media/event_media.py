@@ -88,6 +88,21 @@ class EventMedia:
         """``path`` as the events give it: relative to the folder, ``/``-separated."""
         return path.relative_to(self.folder).as_posix()
 
+    def summary(self) -> str:
+        """What was written, for the end of a run."""
+        streams = list(self.streams.values())
+        snapshots = sum(m.snapshots for m in streams)
+        clips = sum(len(m.recorder.written) for m in streams if m.recorder is not None)
+        failed = sum(m.failed + (m.recorder.failed if m.recorder else 0) for m in streams)
+        parts = [f"{snapshots} snapshot(s)"]
+        if self.options.clips is not None:
+            parts.append(f"{clips} clip(s)")
+        if failed:
+            parts.append(f"{failed} not written (see the log)")
+        if self.retained.deleted:
+            parts.append(f"{self.retained.deleted} old file(s) deleted by retention")
+        return f"event media in {self.folder}: " + ", ".join(parts)
+
     def close(self) -> None:
         """Finishes every stream's open clips (their recorders are sinks, closed by the
         pipeline first; this catches a run that failed before it started them)."""

@@ -155,14 +155,14 @@ class JsonlSink(Sink):
 
 
 def media_time(frame: Any) -> float:
-    """A frame's place in time for video: a file's own timestamps (stride and dropped frames
-    keep their real spacing), else the capture's wall clock."""
+    """A frame's place in time for a live video (segments, clips): a file's own timestamps
+    (stride and dropped frames keep their real spacing), else the capture's wall clock."""
     return frame.pts if frame.pts is not None else frame.time
 
 
 class VideoSink(Sink):
-    """The annotated frames as a video (``VideoFile``: H.264 in MP4 with PyAV, timed by
-    ``media_time``); with
+    """The annotated frames as a video (``VideoFile``: H.264 in MP4 with PyAV, timed by the
+    source's timestamps where it has them, else at its frame rate); with
     ``segment_s`` (live sources), as finished segments of that many seconds (``VideoSegments``),
     the oldest beyond ``keep`` deleted."""
 
@@ -190,8 +190,8 @@ class VideoSink(Sink):
             return
         if self._segments is not None:
             self._segments.write(image, result.frame.time, media_time(result.frame))
-        else:
-            self._video.write(image, media_time(result.frame))
+        else:  # a whole file: its source's own timestamps, else the source's frame rate
+            self._video.write(image, result.frame.pts)
 
     @property
     def segments(self) -> list[Path]:
