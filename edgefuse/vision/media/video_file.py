@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from edgefuse._cv import cv2
+from edgefuse._files import check_folder_writable, check_output_path
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.media.h264 import CONTAINERS, H264Encoder, Mp4File, h264_available
 from edgefuse.vision.streams.staging import Staged
@@ -63,6 +64,7 @@ class VideoFile:
     def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
         self.path = Path(path)
         suffix = check_video_suffix(self.path)
+        check_folder_writable(check_output_path(self.path))  # now, not at the first frame
         self.fps = fps
         self.frames = 0
         self.h264 = writes_h264(self.path)
