@@ -17,13 +17,16 @@ The sinks alternate in rotating order for ``--reps`` repetitions; each is report
 frame rate and its paired ratio to ``none`` measured in the same repetition (the machine's drift
 cancels). The writer's cost is ``1 - ratio``. Goal (issue 28): at most 10 %.
 
-Part 2, the encoder's CPU time per frame (``time.process_time``, all of libx264's threads) at
-720p and 1080p, alone in a process: the budget a host must have spare for the writer to cost
-nothing. And the clip ring's memory: 1080p frames of the same clip encoded as the recorder
-encodes them (keyframes every second), with ``pre_s = 5``; the ring's payload bytes, sampled
-every frame after the first 10 s, against what 5 s of raw BGR frames would take.
+Part 2 (``--no-app``: this part alone), the encoder's CPU time per frame
+(``time.process_time``, all of libx264's threads) at 720p and 1080p, alone in a process: the
+budget a host must have spare for the writer to cost nothing. And the clip ring's memory:
+1080p frames encoded as the recorder encodes them (keyframes every second), ``pre_s = 5``; the
+ring's payload bytes, sampled every frame after the first 10 s, against what 5 s of raw BGR
+frames would take, for the noisy clip and for a calm one (the package's sample clip scaled to
+1080p): the two ends of the range.
 
     python -m bench.video_writer                          # both parts
+    python -m bench.video_writer --no-app                 # part 2 only
     python -m bench.video_writer --frames 120 --reps 3 --threads 2 --sizes 720,1080
 
 Prints a table and writes bench/results/video_writer.json.
@@ -50,6 +53,7 @@ from edgefuse.vision.media import video_file
 from edgefuse.vision.media.clips import ClipOptions, ClipRecorder
 from edgefuse.vision.media.h264 import H264Encoder
 from edgefuse.vision.media.ring import PacketRing
+from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from edgefuse.vision.streams.pipeline import Pipeline
 from edgefuse.vision.streams.sinks import CallbackSink, VideoSink
 from edgefuse.vision.streams.sources import open_source
@@ -124,32 +128,34 @@ def measure_size(size: int, frames: int, reps: int, threads: int) -> dict:
 # ---- part 2 ------------------------------------------------------------------------------------
 
 
-def ring_memory(seconds: float = 5.0, fps: float = 30.0, frames: int = 600) -> dict:
-    """The ring's payload over ``frames`` 1080p frames (the clip looped) at ``fps``."""
-    capture = cv2.VideoCapture(str(clip_for(1080)))
+def ring_memory(content: str, seconds: float = 5.0, fps: float = 30.0,
+                frames: int = 600) -> dict:
+    """The ring's payload over ``frames`` 1080p frames (the clip looped) at ``fps``: ``noisy``,
+    the drawn clip (independent noise of +-12 grey levels on every pixel of every frame, worse
+    than a camera's), or ``calm``, the package's sample clip scaled up (flat shapes, no noise)."""
+    path = clip_for(1080) if content == "noisy" else SAMPLE_CLIP
+    capture = cv2.VideoCapture(str(path))
     images = []
     while len(images) < 300:
         ok, image = capture.read()
         if not ok:
             break
-        images.append(image)
+        images.append(cv2.resize(image, (1920, 1080), interpolation=cv2.INTER_LINEAR))
     capture.release()
     encoder = H264Encoder(1920, 1080, fps=fps)
     ring = PacketRing(seconds)
-    sizes, start = [], time.perf_counter()
+    sizes = []
     for index in range(frames):
         clock = index / fps
         for packet in encoder.encode(images[index % len(images)], clock):
             ring.add(packet, clock, index)
         if clock >= 10.0:
             sizes.append(ring.bytes)
-    encode_ms = (time.perf_counter() - start) / frames * 1e3
     held = ring.since(-1.0)
-    return {"pre_s": seconds, "fps": fps, "frames_held": len(held),
+    return {"content": content, "pre_s": seconds, "fps": fps, "frames_held": len(held),
             "seconds_held": round(held[-1].clock - held[0].clock, 3),
             "ring_mb_median": statistics.median(sizes) / 1e6, "ring_mb_max": max(sizes) / 1e6,
-            "raw_bgr_mb": 1920 * 1080 * 3 * seconds * fps / 1e6,
-            "encode_ms_per_frame": encode_ms}
+            "raw_bgr_mb": 1920 * 1080 * 3 * seconds * fps / 1e6}
 
 
 def encoder_cpu(size: int, frames: int = 90) -> dict:
@@ -186,13 +192,12 @@ def render(results: dict) -> str:
         lines.append(f"H.264 encoder alone at {row['size']}p: {row['cpu_ms']:.1f} ms CPU, "
                      f"{row['wall_ms']:.1f} ms wall per frame, {row['kb_per_frame']:.0f} kB "
                      "per frame")
-    if "ring" in results:
-        ring = results["ring"]
-        lines += ["", f"clip ring, {ring['pre_s']:g} s of 1080p at {ring['fps']:g} fps: "
-                      f"{ring['ring_mb_median']:.1f} MB median, {ring['ring_mb_max']:.1f} MB max "
-                      f"({ring['frames_held']} frames, {ring['seconds_held']:.2f} s held; raw "
-                      f"BGR would be {ring['raw_bgr_mb']:.0f} MB); encoding "
-                      f"{ring['encode_ms_per_frame']:.1f} ms/frame"]
+    for ring in results.get("ring", []):
+        lines.append(f"clip ring, {ring['pre_s']:g} s of 1080p at {ring['fps']:g} fps, "
+                     f"{ring['content']}: {ring['ring_mb_median']:.1f} MB median, "
+                     f"{ring['ring_mb_max']:.1f} MB max ({ring['frames_held']} frames, "
+                     f"{ring['seconds_held']:.2f} s held; raw BGR would be "
+                     f"{ring['raw_bgr_mb']:.0f} MB)")
     for row in results.get("app", []):
         cost = 1 - row["ratio"]["h264"]
         lines.append(f"goal h264 writer cost at {row['size']}p: "
@@ -208,6 +213,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
     parser.add_argument("--no-ring", action="store_true", help="skip part 2")
+    parser.add_argument("--no-app", action="store_true", help="skip part 1")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--json", default=str(RESULTS / "video_writer.json"))
     args = parser.parse_args()
@@ -220,13 +226,15 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     for size in sizes:
         clip_for(size)
-    print(f"[app] {CASE.name}, {args.frames} frames x {args.reps} reps", flush=True)
-    results["app"] = [measure_size(size, args.frames, args.reps, args.threads)
-                      for size in sizes]
+    if not args.no_app:
+        print(f"[app] {CASE.name}, {args.frames} frames x {args.reps} reps", flush=True)
+    if not args.no_app:
+        results["app"] = [measure_size(size, args.frames, args.reps, args.threads)
+                          for size in sizes]
     if not args.no_ring:
         print("[encoder, ring]", flush=True)
         results["encoder"] = [encoder_cpu(size) for size in sizes]
-        results["ring"] = ring_memory()
+        results["ring"] = [ring_memory(content) for content in ("noisy", "calm")]
     text = render(results)
     print(text)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
