@@ -38,6 +38,7 @@ import numpy as np
 
 from edgefuse._cv import cv2
 from edgefuse._deps import require
+from edgefuse.errors import MissingDependencyError
 from edgefuse.vision.streams.staging import Staged
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def h264_available() -> bool:
     """Whether PyAV is installed with an H.264 encoder (libx264)."""
     try:
         av = pyav()
-    except ImportError:
+    except MissingDependencyError:
         return False
     return "libx264" in av.codecs_available
 

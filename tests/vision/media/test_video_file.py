@@ -4,11 +4,12 @@ failing encoder leaving nothing behind, and OpenCV's writer as the fallback with
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
 
 from edgefuse.vision.media import video_file
-from edgefuse.vision.media.h264 import H264Encoder
+from edgefuse.vision.media.h264 import H264Encoder, h264_available
 from edgefuse.vision.media.video_file import VideoFile
 from tests.needs import optional
 from tests.vision.media.clip_frames import decode, flat
@@ -62,8 +63,10 @@ def test_nothing_is_left_by_a_video_with_no_frame_or_a_discarded_one(tmp_path):
 
 
 def test_without_pyav_opencv_writes_mpeg4_part_2_and_says_so_once(tmp_path, monkeypatch,
-                                                                   caplog):
-    monkeypatch.setattr(video_file, "h264_available", lambda: False)
+                                                                   caplog, request):
+    monkeypatch.setitem(sys.modules, "av", None)  # import av fails as where it is missing
+    h264_available.cache_clear()
+    request.addfinalizer(h264_available.cache_clear)  # after monkeypatch gives av back
     monkeypatch.setattr(video_file, "_warned_fallback", video_file.threading.Event())
     caplog.set_level(logging.WARNING, logger=video_file.__name__)
     for name in ("a.mp4", "b.mp4"):
