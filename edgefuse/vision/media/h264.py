@@ -71,7 +71,9 @@ def even_size(width: int, height: int) -> tuple[int, int]:
 
 
 class H264Encoder:
-    """BGR uint8 frames of one size in, H.264 packets out (see the module docstring)."""
+    """BGR uint8 frames in, H.264 packets out (see the module docstring); the first frame's size
+    is the video's (an odd side loses a pixel; PyAV's encoder scales a later frame of another size
+to it, as after a camera came back at another resolution)."""
 
     def __init__(self, width: int, height: int, *, fps: float | None = None,
                  keyframe_s: float = KEYFRAME_S, preset: str = PRESET) -> None:

@@ -107,3 +107,15 @@ def test_a_clip_asked_for_after_its_pre_roll_left_the_ring_starts_at_the_oldest_
     recorder.close()
     assert [i for _, i in decode(tmp_path / "early.mp4")] == [0, 1, 2, 3, 4, 5]
     assert flat(0).shape == (120, 160, 3)
+
+
+def test_a_stream_whose_frames_change_size_still_gets_its_clip(tmp_path):
+    """A camera that reconnects at another resolution: its frames are scaled to the clip's."""
+    recorder, ready, _ = _recorder(ClipOptions(pre_s=0.5, post_s=0.5, keyframe_s=0.5))
+    recorder.request({"n": 1}, tmp_path / "resized.mp4", index=10, clock=1.0)
+    for index in range(20):
+        image = flat(index, *((160, 120) if index < 8 else (80, 60)))
+        recorder.write(result(index, FPS), image)
+    recorder.close()
+    assert [path.name for _, path in ready] == ["resized.mp4"] and recorder.failed == 0
+    assert [i for _, i in decode(tmp_path / "resized.mp4")] == list(range(5, 16))
