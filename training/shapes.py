@@ -34,8 +34,8 @@ from edgefuse.models._trained import WEIGHTS_DIR, load_trained
 from edgefuse.models.deeplabv3plus import deeplabv3plus_shapes
 from edgefuse.models.yolov8 import yolov8_shapes
 from edgefuse.models.yolov8_seg import InstanceSegmenter, trained_yolov8_seg_shapes
+from edgefuse.vision.media.video_file import write_video
 from edgefuse.vision.scenes.shapes import CLASSES, SAMPLE_CLIP, SceneGenerator
-from edgefuse.vision.streams.sinks import write_video
 from training.data import HELD_OUT_START, SCENE_SIZES
 from training.fit import (
     Plan,

@@ -10,6 +10,9 @@ Config keys (YAML, each optional; any of ``lines``, ``zones`` or ``events`` turn
     events:
       mqtt: {host: 127.0.0.1, port: 1883, prefix: edgefuse, username: null, password: null}
       webhook: {url: "http://127.0.0.1:8123/api/webhook/cameras"}
+    event_media: out/events          # a snapshot per line crossing / zone entry (--event-media)
+    #   or {dir: out/events, max_age_h: 168, max_mb: 2000}: retention by age and total size
+    clips: {pre_s: 3, post_s: 5}     # and a clip around each (needs event_media and PyAV)
     serve: "127.0.0.1:8080"          # live view, /metrics, /healthz (--serve HOST:PORT)
     serve_token: null                # required when serving beyond 127.0.0.1
 
@@ -17,6 +20,8 @@ With several streams (``sources:``), a stream's own ``lines:``/``zones:`` replac
 otherwise apply to every stream; each stream gets its own tracker and counts (``wrap``). A
 stream's source going down, coming up or being lost is the event ``stream_down`` /
 ``stream_up`` / ``stream_lost`` (``stream_state``), published and journalled like the others.
+With ``event_media``, each line crossing and zone entry carries ``snapshot`` and, with ``clips``,
+is followed by ``clip_ready`` (``edgefuse.vision.media.event_media`` says what they hold).
 
 Every run keeps a ``LiveState`` (``state``), served or not: each stream's frames, source state
 and end feed it (a ``LiveSink`` per stream, which encodes frames only when the page is served),
@@ -36,6 +41,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from edgefuse import _records as rec
@@ -46,6 +52,10 @@ from edgefuse.vision.analytics.task import Tracked
 from edgefuse.vision.analytics.zone import Zone
 from edgefuse.vision.events.mqtt import MqttPublisher
 from edgefuse.vision.events.webhook import WebhookPublisher
+from edgefuse.vision.media.clips import ClipOptions
+from edgefuse.vision.media.event_media import EventMedia, EventMediaOptions
+from edgefuse.vision.media.h264 import h264_available
+from edgefuse.vision.media.retention import Retention
 from edgefuse.vision.serve.server import LiveServer
 from edgefuse.vision.serve.sink import LiveSink
 from edgefuse.vision.serve.state import DEFAULT_STALL_S, LiveState
@@ -65,10 +75,12 @@ class AnalyticsConfig:
     webhook: dict[str, Any] | None = None
     serve: tuple[str, int] | None = None
     serve_token: str | None = None
+    media: EventMediaOptions | None = None
 
     @property
     def wanted(self) -> bool:
-        return bool(self.track or self.lines or self.zones or self.mqtt or self.webhook)
+        return bool(self.track or self.lines or self.zones or self.mqtt or self.webhook
+                    or self.media)
 
 
 def check_track(value: Any, key: str, where: str) -> TrackerOptions | None:
@@ -130,11 +142,61 @@ def check_serve(value: Any, key: str, where: str) -> tuple[str, int] | None:
     return (host or "127.0.0.1").strip("[]"), int(port)
 
 
+def check_event_media(value: Any, key: str, where: str) -> dict[str, Any]:
+    """``DIR`` or ``{dir: DIR, max_age_h: H, max_mb: MB}`` (a limit null: none)."""
+    data = {"dir": value} if isinstance(value, (str, os.PathLike)) else dict(
+        rec.check_mapping(value, f"{where} '{key}'", _REF))
+    rec.check_keys(data, ["dir", "max_age_h", "max_mb"], f"{where} '{key}'", _REF)
+    folder = data.get("dir")
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+        raise rec.bad(f"'{key}.dir' must name the folder for event snapshots and clips", where,
+                      _REF, hint=f"for example {key}: out/events")
+    defaults = Retention()
+    limits = {}
+    for limit in ("max_age_h", "max_mb"):
+        limit_value = data.get(limit, getattr(defaults, limit))
+        if limit_value is not None and rec.number(limit_value, f"{key}.{limit}", where, _REF,
+                                                  low=0) <= 0:
+            raise rec.bad(f"'{key}.{limit}' must be above 0, got {limit_value!r}", where, _REF,
+                          hint=f"set {key}.{limit}: null for no such limit")
+        limits[limit] = None if limit_value is None else float(limit_value)
+    return {"dir": os.fspath(folder), "retention": Retention(**limits)}
+
+
+def check_clips(value: Any, key: str, where: str) -> ClipOptions | None:
+    """``{pre_s, post_s, keyframe_s}`` seconds (each optional), or null for no clips."""
+    if value is None or value is False:
+        return None
+    data = {} if value is True else rec.check_mapping(value, f"{where} '{key}'", _REF)
+    rec.check_keys(data, [f.name for f in dataclasses.fields(ClipOptions)],
+                   f"{where} '{key}'", _REF)
+    seconds = {name: float(rec.number(v, f"{key}.{name}", where, _REF, low=0, high=600))
+               for name, v in data.items()}
+    if seconds.get("keyframe_s", 1.0) <= 0:
+        raise rec.bad(f"'{key}.keyframe_s' must be above 0", where, _REF)
+    if not h264_available():
+        raise rec.bad(f"'{key}' needs PyAV (H.264 encoding), which is not installed", where,
+                      Ref.MISSING_DEPENDENCY, hint="pip install 'edgefuse[vision]'")
+    return ClipOptions(**seconds)
+
+
+def media_options(config: Any) -> EventMediaOptions | None:
+    """The event media the config asks for; ``clips`` without ``event_media`` is refused."""
+    media, clips = getattr(config, "event_media", None), getattr(config, "clips", None)
+    if clips is not None and media is None:
+        raise InputError("'clips' needs 'event_media': the folder the clips are written to",
+                         hint="add event_media: out/events (or pass --event-media out/events)",
+                         reference=_REF)
+    if media is None:
+        return None
+    return EventMediaOptions(Path(media["dir"]), media["retention"], clips)
+
+
 def of(config: Any) -> AnalyticsConfig:
     """The analytics part of an app config (its values already checked key by key); empty for
     an app without these keys (segmentation)."""
     events = getattr(config, "events", None) or {}
-    return AnalyticsConfig(track=getattr(config, "track", None),
+    return AnalyticsConfig(media=media_options(config), track=getattr(config, "track", None),
                            lines=getattr(config, "lines", ()), zones=getattr(config, "zones", ()),
                            mqtt=events.get("mqtt"), webhook=events.get("webhook"),
                            serve=getattr(config, "serve", None),
@@ -145,16 +207,18 @@ def of(config: Any) -> AnalyticsConfig:
 class AnalyticsSetup:
     """The run's analytics objects: ``wrap`` a detector per stream, ``sinks`` for the live state;
     ``close`` delivers what the publishers still hold and stops the server. ``stall_s``: how long
-    a stream may deliver no frame before the run is unhealthy; ``snapshot_dir``: the folder whose
-    event snapshots and clips the page may show."""
+    a stream may deliver no frame before the run is unhealthy. The page shows the snapshots and
+    clips of the event media folder (``event_media``), and no other file."""
 
     def __init__(self, config: AnalyticsConfig, streams: list[str], *,
-                 stall_s: float = DEFAULT_STALL_S, snapshot_dir: str | None = None) -> None:
+                 stall_s: float = DEFAULT_STALL_S) -> None:
         self.config = config
         self.state = LiveState(streams, stall_s=stall_s)
         self.publishers: list[Any] = [self.state]
         self.server: LiveServer | None = None
         self.wrapped: dict[str, Tracked] = {}
+        self.media: EventMedia | None = None
+        self.journals: dict[str, JsonlSink] = {}  # each stream's JSON Lines, for clip_ready
         self.stream_events: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
         try:
@@ -164,9 +228,11 @@ class AnalyticsSetup:
             if config.webhook:
                 hook = dict(config.webhook)
                 self.publishers.append(WebhookPublisher(hook.pop("url"), **hook))
+            if config.media is not None:
+                self.media = EventMedia(config.media, self._publish)
             if config.serve:
                 self.server = LiveServer(self.state, *config.serve, token=config.serve_token,
-                                         snapshot_dir=snapshot_dir)
+                                         snapshot_dir=config.media.folder if config.media else None)
                 self.server.start()
         except BaseException:
             self.close()
@@ -183,10 +249,12 @@ class AnalyticsSetup:
         zones = self.config.zones if zones is None else zones
         if not (self.config.wanted or lines or zones):
             return task
+        media = self.media.stream(stream) if self.media is not None else None
         tracked = Tracked(task, stream=stream, tracker=ByteTracker(self.config.track),
                           lines=[LineCounter(**spec) for spec in lines],
                           zones=[Zone(**spec) for spec in zones], publishers=self.publishers,
-                          check_first_frame=frame_size is None)
+                          check_first_frame=frame_size is None,
+                          on_events=media.on_events if media is not None else None)
         if frame_size is not None:
             tracked.check_within(*frame_size)
         self.wrapped[stream] = tracked
@@ -209,12 +277,26 @@ class AnalyticsSetup:
         self.state.source_state(stream, state)
 
     def sinks(self, stream: str, stats: Any = None) -> list[Sink]:
-        """The stream's ``LiveSink``: stats and JPEG frames only when served."""
+        """The stream's clip recorder (with ``clips``) and its ``LiveSink`` (stats and JPEG
+        frames only when served)."""
+        media = self.media.streams.get(stream) if self.media is not None else None
+        sinks: list[Sink] = [media.recorder] if media and media.recorder else []
         if self.server is None:
-            return [LiveSink(self.state, stream, encode=False)]
-        return [LiveSink(self.state, stream, stats=stats)]
+            return [*sinks, LiveSink(self.state, stream, encode=False)]
+        return [*sinks, LiveSink(self.state, stream, stats=stats)]
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        """An event that is no frame's (``clip_ready``): every publisher and the stream's JSON
+        Lines hear it."""
+        for publisher in self.publishers:
+            publisher.publish(event)
+        journal = self.journals.get(event.get("stream", ""))
+        if journal is not None:
+            journal.note({"stream": event["stream"], "time": event["time"], "events": [event]})
 
     def close(self) -> None:
+        if self.media is not None:
+            self.media.close()
         for publisher in reversed(self.publishers):
             publisher.close()
         if self.server is not None:

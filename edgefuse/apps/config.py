@@ -25,6 +25,7 @@ from edgefuse.model_info import ACTIVATIONS, BOX_FORMATS, LAYOUTS, check_strides
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.overlay import FILL_ALPHA
+from edgefuse.vision.media.clips import ClipOptions
 from edgefuse.vision.streams.live_files import Rotation
 from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
@@ -97,6 +98,8 @@ class DetectionConfig(AppConfig):
     lines: tuple[dict[str, Any], ...] = ()
     zones: tuple[dict[str, Any], ...] = ()
     events: dict[str, Any] = dataclasses.field(default_factory=dict)
+    event_media: dict[str, Any] | None = None  # snapshots (and clips) of events: folder, limits
+    clips: ClipOptions | None = None
     serve: tuple[str, int] | None = None
     serve_token: str | None = None
 
@@ -334,6 +337,8 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "lines": analytics.check_lines,
     "zones": analytics.check_zones,
     "events": analytics.check_events,
+    "event_media": _optional(analytics.check_event_media),
+    "clips": analytics.check_clips,
     "serve": analytics.check_serve,
     "serve_token": _optional(_text),
     "palette": _palette,

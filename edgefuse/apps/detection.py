@@ -17,7 +17,7 @@ from edgefuse.runtime import ModelSource, Session
 from edgefuse.vision.detect.detector import Detector
 
 TASK_FLAGS = ("conf", "iou", "max_det", "classes", "agnostic_nms", "line_width", "layout",
-              "strides", "box_format", "track", "serve")
+              "strides", "box_format", "track", "serve", "event_media")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--track", action="store_true", default=None,
                         help="ByteTrack IDs on every box (lines, zones and events in the config "
                              "turn it on too; docs/apps.md)")
+    parser.add_argument("--event-media", metavar="DIR",
+                        help="a JPEG snapshot of every line crossing and zone entry in DIR "
+                             "(and clips with 'clips:' in the config; docs/apps.md)")
     parser.add_argument("--serve", metavar="[HOST:]PORT",
                         help="live view, /metrics and /healthz (default host 127.0.0.1)")
 

@@ -143,6 +143,7 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
                          reference=Ref.BAD_CONFIG)
     plans = plan_streams(config, config_file=config_file)
     names = [plan.name for plan in plans]
+    wanted = analytics.of(config)  # its cross-key checks fail before the model loads
     model_source, info = resolve_model(config.model)
     options: dict[str, Any] = {"device_id": config.device_id}
     if config.threads is not None:
@@ -161,7 +162,7 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
         notifier = Notifier.from_environment()
         if notifier is not None:  # closed by the Watch too; here for a run that fails before
             resources.callback(notifier.close)
-        extras = analytics.AnalyticsSetup(analytics.of(config), names,
+        extras = analytics.AnalyticsSetup(wanted, names,
                                           stall_s=stall_s(notifier, DEFAULT_STALL_S))
         resources.callback(extras.close)
         sources = open_sources(plans, resources)
@@ -237,13 +238,17 @@ def stream_sinks(config: AppConfig, plan: StreamPlan, source: Source,
     """A stream's sinks; its source's down/up/lost states go to its JSON Lines and the events."""
     sinks = make_sinks(config, plan, live=source.live)
     journal = next((sink for sink in sinks if isinstance(sink, JsonlSink)), None)
+    if journal is not None:
+        extras.journals[plan.name] = journal
     source.on_state(lambda state, detail: extras.stream_state(plan.name, state, detail,
                                                                journal))
 
     def stats() -> dict[str, Any]:
         return live_stats(running[0].pipelines[plan.name].stats) if running else {}
 
-    return sinks + extras.sinks(plan.name, stats=stats)
+    # the analytics' sinks first: they close first, so a clip finished at the end is still
+    # journalled (clip_ready) in the JSON Lines
+    return extras.sinks(plan.name, stats=stats) + sinks
 
 
 def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[Stream],
@@ -278,6 +283,8 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
         print(f"lost {name}: {why.splitlines()[0]}")
     if several:
         print(f"batches run: {describe_sizes(batcher.sizes)}")
+    if extras.media is not None:
+        print(extras.media.summary())
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
                                             in sorted(extras.stream_events.items())))

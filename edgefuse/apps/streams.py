@@ -28,8 +28,8 @@ from typing import Any
 from edgefuse._files import check_output_path, check_outputs_spare_inputs
 from edgefuse.apps.config import AppConfig, StreamSpec
 from edgefuse.errors import InputError, Ref
+from edgefuse.vision.media.video_file import VIDEO_SUFFIXES
 from edgefuse.vision.streams.multi import check_stream_names
-from edgefuse.vision.streams.sinks import VIDEO_CODECS
 from edgefuse.vision.streams.sources import IMAGE_SUFFIXES, CameraOptions, Reconnect
 
 NAME = "{name}"
@@ -127,7 +127,7 @@ def _check_outputs(plans: list[StreamPlan], config: AppConfig, config_file: str 
             if suffix in IMAGE_SUFFIXES:
                 raise InputError(f"--save '{plan.save}' names one image",
                                  hint="give a folder for images (--save out/) or a video name "
-                                      f"({', '.join(VIDEO_CODECS)})",
+                                      f"({', '.join(VIDEO_SUFFIXES)})",
                                  reference=Ref.BAD_OUTPUT_PATH)
             if suffix:
                 check_output_path(plan.save)

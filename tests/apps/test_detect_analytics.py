@@ -1,5 +1,6 @@
-"""`edgefuse detect` with tracking, a counting line and MQTT events, end to end on the trained
-shapes detector over the sample clip: the JSON Lines, the counts and the broker agree."""
+"""`edgefuse detect` with tracking, a counting line, MQTT events and their snapshots, end to end on
+the trained shapes detector over the sample clip: the JSON Lines, the counts and the broker
+agree."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def test_tracks_counts_and_events_agree_across_jsonl_and_broker(tmp_path, capsys
             "lines:\n"
             "  - {name: middle, start: [160, 0], end: [160, 240], margin: 2, anchor: center}\n"
             "  - {name: across, start: [0, 120], end: [320, 120], margin: 2, anchor: center}\n"
-            f"events: {{mqtt: {{host: 127.0.0.1, port: {broker.port}, prefix: cams}}}}\n")
+            f"events: {{mqtt: {{host: 127.0.0.1, port: {broker.port}, prefix: cams}}}}\n"
+            f"event_media: {tmp_path / 'events'}\n")
         out = tmp_path / "out.jsonl"
         code = main(["detect", "--config", str(config), "--model", "shapes_yolov8", "--source",
                      str(SAMPLE_CLIP), "--max-frames", "150", "--jsonl", str(out), *QUIET])
@@ -52,3 +54,5 @@ def test_tracks_counts_and_events_agree_across_jsonl_and_broker(tmp_path, capsys
         assert sum(sum(v.values()) for v in final[name].values()) == len(crossed)
     assert all(r["tracks"] and {"id", "box"} <= set(r["tracks"][0]) for r in records[5:10])
     assert {e["stream"] for e in events} == {"stream0"}
+    # each crossing reached the broker naming its snapshot, a file there before it was published
+    assert all((tmp_path / "events" / p["snapshot"]).is_file() for _, p in subscriber.messages)

@@ -25,6 +25,7 @@ from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
 from edgefuse.runtime import open_session
 from edgefuse.vision.scenes.shapes import CLASSES, SceneGenerator
+from tests.browser import chromium, play, served_folder
 from tests.needs import optional
 
 pytestmark = [pytest.mark.torch, pytest.mark.ort]
@@ -114,6 +115,20 @@ def test_the_annotated_videos_hold_every_frame(demo):
         capture.release()
     segments = [json.loads(line) for line in (workdir / "segment.jsonl").read_text().splitlines()]
     assert len(segments) == FRAMES and all(len(r["pixels"]) > 1 for r in segments)
+
+
+def test_the_demos_videos_play_in_a_browser(demo):
+    """Each video the demo writes is one Chromium plays (readyState >= 2, time advancing)."""
+    _, _, workdir, _ = demo
+    names = sorted(path.relative_to(workdir).as_posix() for path in workdir.rglob("*.mp4"))
+    assert {"detect.mp4", "segment.mp4"} <= set(names) and len(names) >= 2 + len(CAMERAS)
+    driver = chromium()
+    try:
+        with served_folder(workdir) as url:
+            states = {name: play(driver, url, name) for name in names}
+    finally:
+        driver.quit()
+    assert all(s["why"] == "playing" and s["readyState"] >= 2 for s in states.values()), states
 
 
 def test_each_camera_counts_the_true_crossings_of_its_own_line(demo):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,6 +47,9 @@ class Publisher(Protocol):
     def publish(self, event: dict[str, Any]) -> None: ...
 
 
+OnEvents = Callable[[list[dict[str, Any]], Frame, Tracks], None]
+
+
 @dataclasses.dataclass
 class TrackedResult:
     detections: Detections
@@ -62,8 +65,10 @@ class Tracked:
 
     def __init__(self, task: Any, *, stream: str = "stream0", tracker: ByteTracker | None = None,
                  lines: Sequence[LineCounter] = (), zones: Sequence[Zone] = (),
-                 publishers: Sequence[Publisher] = (), check_first_frame: bool = False) -> None:
+                 publishers: Sequence[Publisher] = (), check_first_frame: bool = False,
+                 on_events: OnEvents | None = None) -> None:
         self.task, self.stream = task, stream
+        self.on_events = on_events  # sees a frame's events before they are published
         self.tracker = tracker or ByteTracker()
         self.lines, self.zones, self.publishers = list(lines), list(zones), list(publishers)
         self._trails: dict[int, collections.deque] = {}
@@ -102,6 +107,9 @@ class Tracked:
             events += zone.update(tracks, when, names)
         for event in events:
             event.update(stream=self.stream, time=round(when, 3))
+        if events and self.on_events is not None and frame is not None:
+            self.on_events(events, frame, tracks)  # e.g. adds each event's snapshot
+        for event in events:
             for publisher in self.publishers:
                 publisher.publish(event)
         self.events_total += len(events)

@@ -18,13 +18,14 @@ squares end inside it, the circles start right of it and never enter.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from edgefuse._cv import cv2
 from edgefuse.metrics.detect import Detections
+from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.overlay import draw_detections
 from edgefuse.vision.scenes.tracks import TruthFrame
 
@@ -139,8 +140,11 @@ class ScriptedDetector:
         return Detections(frame.boxes.copy(), np.full(len(frame.ids), SCORE, np.float32),
                           frame.classes.copy())
 
-    def annotate(self, image: np.ndarray, detections: Detections) -> np.ndarray:
-        return draw_detections(image, detections, self.class_names, self.colours)
+    def annotate(self, image: np.ndarray, detections: Detections, *,
+                 ids: Sequence[int] | None = None, placer: LabelPlacer | None = None,
+                 ) -> np.ndarray:
+        return draw_detections(image, detections, self.class_names, self.colours, ids=ids,
+                               placer=placer)
 
     def describe(self, detections: Detections) -> dict[str, Any]:
         return {"detections": [{"class": CLASSES[int(c)], "box": [float(v) for v in box]}

@@ -176,10 +176,12 @@ class LiveServer:
 
     def _with_urls(self, event: dict[str, Any]) -> dict[str, Any]:
         """``event`` with a URL for each of its media files that ``/snapshots/`` will serve (an
-        event names its files as written: absolute, or relative to the working folder)."""
+        event names its files relative to the snapshot folder, as the event media write them,
+        or absolute)."""
         for field, url_field in MEDIA_FIELDS.items():
             value = event.get(field)
-            inside = self._servable(Path(value)) if isinstance(value, str) and value else None
+            inside = (self._servable(self.snapshot_dir / value)
+                      if isinstance(value, str) and value and self.snapshot_dir else None)
             if inside is not None:
                 event[url_field] = "snapshots/" + urllib.parse.quote(
                     inside.relative_to(self.snapshot_dir).as_posix())

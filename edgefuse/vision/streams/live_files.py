@@ -124,8 +124,9 @@ class VideoSegments:
         remove_leftovers(self.path.parent, self._segment_names(), self.path.suffix.lower(),
                          "video segment")
 
-    def write(self, image, at: float) -> None:
-        """Add ``image``, captured at ``at`` (seconds since the epoch)."""
+    def write(self, image, at: float, media: float | None = None) -> None:
+        """Add ``image``, captured at ``at`` (seconds since the epoch), shown at ``media``
+        (seconds, any origin; None: at the segment's frame rate)."""
         if self._current is not None and at - self._started >= self.segment_s:
             self._finish()
         if self._current is None:
@@ -134,7 +135,7 @@ class VideoSegments:
             self._current = self._open_segment(name, self.fps)
             self._current_path = name
             self._started = at
-        self._current.write(image)
+        self._current.write(image, media)
 
     def close(self) -> None:
         if self._current is not None:

@@ -38,7 +38,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ import numpy as np
 from edgefuse._cv import cv2
 from edgefuse._files import cannot_write, check_folder_writable
 from edgefuse.errors import InputError, Ref
+from edgefuse.vision.media.video_file import DEFAULT_FPS, VideoFile, check_video_suffix
 from edgefuse.vision.streams.frames import FrameResult
 from edgefuse.vision.streams.live_files import AppendedLines, Rotation, VideoSegments
 from edgefuse.vision.streams.staging import Staged, recover_jsonl_leftovers, remove_leftovers
@@ -55,8 +56,6 @@ log = logging.getLogger(__name__)
 
 FRAME_SCHEMA = ("frame", "time", "pts", "size", "timings_ms", "latency_ms")
 RECORD_SCHEMA = Path(__file__).with_name("frame_record.schema.json")
-VIDEO_CODECS = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG", ".mkv": "MJPG"}
-DEFAULT_FPS = 30.0
 Describe = Callable[[Any], dict[str, Any]]
 
 
@@ -160,75 +159,15 @@ class JsonlSink(Sink):
             self._file.discard()
 
 
-class VideoFile:
-    """Frames into a video file under a temporary name, renamed on ``close`` when any arrived.
-
-    Its size is the first frame's (later ones are resized); the codec follows the suffix.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None) -> None:
-        self._codec = _video_codec(Path(path))
-        self._file = Staged(path, Path(path).suffix.lower())
-        self.fps = fps
-        self._writer: Any = None
-        self._size: tuple[int, int] | None = None
-        self.frames = 0
-        self._closed = False
-
-    def write(self, image: np.ndarray) -> None:
-        if self._writer is None:
-            self._size = (image.shape[1], image.shape[0])
-            self._writer = cv2().VideoWriter(str(self._file.tmp),
-                                             cv2().VideoWriter_fourcc(*self._codec),
-                                             self.fps or DEFAULT_FPS, self._size)
-            if not self._writer.isOpened():
-                self.close()
-                raise InputError(f"OpenCV cannot write {self._codec} video to "
-                                 f"'{self._file.path}'", reference=Ref.BAD_OUTPUT_PATH)
-        if (image.shape[1], image.shape[0]) != self._size:
-            image = cv2().resize(image, self._size, interpolation=cv2().INTER_AREA)
-        self._writer.write(np.ascontiguousarray(image))
-        self.frames += 1
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._writer is not None:
-            self._writer.release()
-        if self.frames:
-            self._file.commit()
-        else:
-            self._file.discard()
-            log.warning("no frame reached %s; nothing written", self._file.path)
-
-
-def _video_codec(path: Path) -> str:
-    """The FourCC for the video ``path`` names (by its suffix); a user error for any other."""
-    suffix = path.suffix.lower()
-    if suffix not in VIDEO_CODECS:
-        raise InputError(f"cannot tell the video format of '{path}'",
-                         hint=f"end the name in one of {', '.join(VIDEO_CODECS)}, or give "
-                              "a folder to save images", reference=Ref.BAD_OUTPUT_PATH)
-    return VIDEO_CODECS[suffix]
-
-
-def write_video(path: str | os.PathLike[str], frames: Iterable[np.ndarray], fps: float) -> int:
-    """Write BGR uint8 ``frames`` to ``path`` (all or nothing); returns how many were written."""
-    video = VideoFile(path, fps=fps)
-    try:
-        for frame in frames:
-            video.write(frame)
-    finally:
-        video.close()
-    if not video.frames:
-        raise InputError(f"no frames to write to '{path}'", hint="give at least one frame",
-                         reference=Ref.BAD_ARGUMENT)
-    return video.frames
+def media_time(frame: Any) -> float:
+    """A frame's place in time for a live video (segments, clips): a file's own timestamps
+    (stride and dropped frames keep their real spacing), else the capture's wall clock."""
+    return frame.pts if frame.pts is not None else frame.time
 
 
 class VideoSink(Sink):
-    """The annotated frames as a video (``VideoFile``) at the source's frame rate; with
+    """The annotated frames as a video (``VideoFile``: H.264 in MP4 with PyAV, timed by the
+    source's timestamps where it has them, else at its frame rate); with
     ``segment_s`` (live sources), as finished segments of that many seconds (``VideoSegments``),
     the oldest beyond ``keep`` deleted."""
 
@@ -243,7 +182,7 @@ class VideoSink(Sink):
             remove_leftovers(path.parent, re.escape(path.name), path.suffix.lower(), "video")
             self._video = VideoFile(path, fps=fps)
         else:
-            _video_codec(path)
+            check_video_suffix(path)
             self._segments = VideoSegments(path, lambda name, rate: VideoFile(name, fps=rate),
                                            segment_s=segment_s, keep=keep, fps=fps)
 
@@ -255,9 +194,9 @@ class VideoSink(Sink):
         if image is None:
             return
         if self._segments is not None:
-            self._segments.write(image, result.frame.time)
-        else:
-            self._video.write(image)
+            self._segments.write(image, result.frame.time, media_time(result.frame))
+        else:  # a whole file: its source's own timestamps, else the source's frame rate
+            self._video.write(image, result.frame.pts)
 
     @property
     def segments(self) -> list[Path]:
@@ -266,6 +205,12 @@ class VideoSink(Sink):
 
     def close(self) -> None:
         (self._video or self._segments).close()
+
+    def discard(self) -> None:
+        if self._video is not None:
+            self._video.discard()
+        else:
+            self._segments.close()
 
 
 class ImageFolderSink(Sink):

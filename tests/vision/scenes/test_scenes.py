@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from edgefuse.errors import InputError
+from edgefuse.vision.media.video_file import write_video
 from edgefuse.vision.scenes import shapes as scenes
 from edgefuse.vision.scenes.shapes import CLASSES, Scene, SceneGenerator
-from edgefuse.vision.streams.sinks import write_video
 from tests.needs import optional
 
 pytestmark = pytest.mark.unit
