@@ -39,6 +39,7 @@ from edgefuse._files import (
 )
 from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
+from edgefuse.bundle.app_trial import try_app
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
 from edgefuse.bundle.digests import (
@@ -190,6 +191,7 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         bundle = staging / spec.bundle_id
         bundle.mkdir()
         assemble(bundle, spec, builds, wheels, opp, atc_identity(), epoch, build_number)
+        trial = try_app(bundle, spec, say=printer.line)  # before it is signed or archived
         if sign_key is not None:
             sign_bundle(bundle, Path(sign_key))
         archive = staging / f"{spec.bundle_id}.tar.gz"
@@ -205,7 +207,8 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         seconds = time.perf_counter() - start
         write_text(staging / LOG_FILE, json.dumps(
             {"spec": str(spec.path), "archive": archive.name, "archive_sha256": digest,
-             "seconds": round(seconds, 3), "models": log}, indent=2) + "\n")
+             "seconds": round(seconds, 3), "models": log,
+             "app": trial.record() if trial else None}, indent=2) + "\n")
         _move_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
