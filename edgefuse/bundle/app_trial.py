@@ -18,7 +18,8 @@ How it stays the service's run and writes nothing anywhere it should not:
 * the packaged ``app/config.yaml`` with only these keys replaced, in a copy in a temporary
   folder: the source(s) by a folder of ``TRIAL_FRAMES`` generated scenes
   (``edgefuse.vision.scenes.shapes``) of the configured camera size (``camera.width`` and
-  ``camera.height``), else ``DEFAULT_FRAME_SIZE``, read in order (``live: false``, so the
+  ``camera.height``), else a common camera size that holds the counting lines and zones
+  (``frame_size``), else ``DEFAULT_FRAME_SIZE``, read in order (``live: false``, so the
   count is exact) and ``max_frames`` of them per stream; ``backend`` by one of ``sim`` (the
   board's contract: the BUILD_DIR and the simulated OM) and ``cpu`` (when the app's backend list
   names it: the board's own fallback); ``jsonl`` and ``save`` moved under the temporary folder
@@ -66,7 +67,13 @@ TRIAL_BACKENDS = ("sim", "cpu")  # sim always; cpu where the app's backend list 
 # A camera opened without a size (V4L2 through OpenCV) gives its driver's default, 640x480 for
 # UVC cameras: the frame size when the config's camera section gives none.
 DEFAULT_FRAME_SIZE = (480, 640)  # height, width
+CAMERA_SIZES = ((480, 640), (720, 1280), (1080, 1920), (1440, 2560), (2160, 3840))
 CONFIG = "app/config.yaml"
+# App errors about the model itself (when no spec key of its classes, preprocess or layout is
+# at fault): the model is blamed; any other error is the app's as a whole.
+MODEL_REFERENCES = frozenset(ref.value for ref in (
+    Ref.BAD_LAYOUT, Ref.BAD_APP_INFO, Ref.WRONG_MODEL_KIND, Ref.BAD_PREPROCESS,
+    Ref.MODEL_LOAD_FAILED, Ref.BOARD_MEMORY_EXCEEDED))
 _ERROR_LINE = re.compile(r"^error\[(?P<ref>[a-z0-9-]+)\]: (?P<message>.*)$")
 _UNSAFE_ENVIRONMENT = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS",
                        "LISTEN_PID")
@@ -137,7 +144,7 @@ def try_app(bundle: Path, spec: BuildSpec, *, say: Callable[[str], None] = lambd
         try:
             for backend, (process, began) in started.items():
                 runs.append(_finish(process, began, backend, root / backend, spec, command,
-                                    frames, timeout_s))
+                                    frames, size, timeout_s))
         finally:
             for process, _ in started.values():
                 _stop(process)
@@ -156,11 +163,22 @@ def try_app(bundle: Path, spec: BuildSpec, *, say: Callable[[str], None] = lambd
 
 
 def frame_size(config: dict[str, Any]) -> tuple[int, int]:
-    """(height, width) of the generated frames: the config's camera size, else the default."""
+    """(height, width) of the generated frames: the config's camera size; else the first of the
+    common camera sizes (``CAMERA_SIZES``, from ``DEFAULT_FRAME_SIZE`` up) that holds every point
+    of the config's counting lines and zones, which are drawn on the camera's real frames (the
+    largest when none does)."""
     camera = config.get("camera") or {}
     if camera.get("width") and camera.get("height"):
         return int(camera["height"]), int(camera["width"])
-    return DEFAULT_FRAME_SIZE
+    owners = [config, *(s for s in config.get("sources") or [] if isinstance(s, dict))]
+    points = [point for owner in owners for line in owner.get("lines") or []
+              for point in (line.get("start"), line.get("end"))]
+    points += [point for owner in owners for zone in owner.get("zones") or []
+               for point in zone.get("polygon", [])]
+    for height, width in CAMERA_SIZES:
+        if all(point[0] <= width and point[1] <= height for point in points if point):
+            return height, width
+    return CAMERA_SIZES[-1]  # a point beyond every size: the app says which
 
 
 def write_frames(folder: Path, size: tuple[int, int], count: int) -> Path:
@@ -191,10 +209,10 @@ def trial_config(packaged: dict[str, Any], frames: Path, sinks: Path, backend: s
     if not values.get("jsonl"):
         values["jsonl"] = str(sinks / "trial" / ("{name}.jsonl" if several else "frames.jsonl"))
         (sinks / "trial").mkdir(parents=True, exist_ok=True)
-    events = values.get("events") or {}
-    if events and values.get("track") is None:
-        values["track"] = True  # the events would have turned tracking on
-    values["events"] = {}
+    if values.get("events"):  # detection only: MQTT and webhooks reach no host from here
+        values["events"] = {}
+        if values.get("track") is None:
+            values["track"] = True  # as the events would have turned tracking on
     if values.get("serve") is not None:
         values["serve"] = "127.0.0.1:0"
     path = sinks / "config.yaml"
@@ -240,22 +258,26 @@ def _start(verb: str, config: Path, bundle: Path, folder: Path,
 
 
 def _finish(process: subprocess.Popen[bytes], began: float, backend: str, folder: Path,
-            spec: BuildSpec, command: str, frames: int, timeout_s: float) -> TrialRun:
+            spec: BuildSpec, command: str, frames: int, size: tuple[int, int],
+            timeout_s: float) -> TrialRun:
+    run = (f"on {backend} with {frames} generated {size[1]}x{size[0]} frames (the size of "
+           "app.config.camera, else a common camera size that holds the lines and zones)")
     try:
         code = process.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - began)))
     except subprocess.TimeoutExpired:
         _stop(process)
-        raise _failure(spec, backend, command, f"it did not finish {frames} frames within "
+        raise _failure(spec, run, command, f"it did not finish {frames} frames within "
                        f"{timeout_s:g} s", _tail(folder / "stderr"), None) from None
     seconds = time.perf_counter() - began
     stderr = (folder / "stderr").read_text(encoding="utf-8", errors="replace")
     if code != 0:
-        raise _failure(spec, backend, command, f"it exited with status {code}", stderr,
-                       app_error(stderr))
+        status = (f"it was killed by {signal.Signals(-code).name}" if code < 0
+                  else f"it exited with status {code}")
+        raise _failure(spec, run, command, status, stderr, app_error(stderr))
     done = _frames_done(folder)
     streams = len(yaml.safe_load((folder / "config.yaml").read_text()).get("sources") or []) or 1
     if done < frames * streams:
-        raise _failure(spec, backend, command, f"it exited 0 after {done} of {frames * streams} "
+        raise _failure(spec, run, command, f"it exited 0 after {done} of {frames * streams} "
                        "frames", stderr, None)
     return TrialRun(backend, frames, round(seconds, 3))
 
@@ -300,7 +322,7 @@ def app_error(stderr: str) -> tuple[str, str] | None:
     return found
 
 
-def _failure(spec: BuildSpec, backend: str, command: str, what: str, stderr: str,
+def _failure(spec: BuildSpec, run: str, command: str, what: str, stderr: str,
              error: tuple[str, str] | None) -> InputError:
     path, about = blame(spec, error)
     shown = error[1] if error else f"{what}: {_last_line(stderr)}"
@@ -315,7 +337,7 @@ def _failure(spec: BuildSpec, backend: str, command: str, what: str, stderr: str
     return InputError(
         f"{dotted(path)}: {shown}",
         context=f"{about} ({where})\nthe app (`{command}`, as the unit's ExecStart runs it) "
-                f"failed on {backend} with generated frames: {what}\n{said}",
+                f"failed {run}: {what}\n{said}",
         hint=f"fix {dotted(path)} in {spec.path.name} and build again; no bundle, archive or "
              "signature was written",
         reference=Ref.APP_FAILED_BEFORE_SIGNING)
@@ -325,16 +347,18 @@ def blame(spec: BuildSpec, error: tuple[str, str] | None) -> tuple[Path_, str]:
     """The spec key an app error most likely comes from, and a phrase that says what it holds.
 
     In order: a key of the app's config the error quotes (``'conf'``, as the app's config
-    checks write it) that the spec sets; for an error about classes, preprocessing or the output
-    layout, the app config's override of it, else the model's own in ``models[i]``; else the
-    model (its source)."""
+    checks write it) or, for a ``bad-config`` error, names, where the spec sets it; for an error
+    about classes, preprocessing or the output layout, the app config's override of it, else the
+    model's own in ``models[i]``; else the model (its source) for an error about the model
+    (``MODEL_REFERENCES``); else the app as a whole (a crash, a hang, a missing package)."""
     app = spec.document["app"]
     config = app.get("config") or {}
     index = next(i for i, m in enumerate(spec.document["models"]) if m["name"] == app["model"])
     model = spec.document["models"][index]
-    described = f"models[{index}] is the model {model['name']} ({model['source']})"
-    if error is None:  # a crash, an import failure, a hang: the app as a whole
-        return ("app",), f"the {app['kind']} app over {described.replace(' is ', ', ')}"
+    label = f"the model {model['name']} ({model['source']})"
+    whole: tuple[Path_, str] = ("app",), f"the {app['kind']} app over {label}"
+    if error is None:  # a crash, a hang: the app as a whole
+        return whole
     ref, message = error
     quoted = re.findall(r"'([a-z_]+)(?:['.\[])", message)
     for key in quoted:
@@ -344,6 +368,10 @@ def blame(spec: BuildSpec, error: tuple[str, str] | None) -> tuple[Path_, str]:
             return ("app", key if key != "sources" else "source"), f"the app's {key}"
         if key in ("jsonl", "save") and key in app.get("sinks", {}):
             return ("app", "sinks", key), f"the app's {key} sink"
+    if ref == Ref.BAD_CONFIG.value:  # "unknown class 'dog' in classes", "line 'door' has ..."
+        for key in config:
+            if re.search(rf"\b({re.escape(key)}|{re.escape(key.removesuffix('s'))})\b", message):
+                return ("app", "config", key), f"the app's {key}: {_inline(config[key])}"
     lowered = message.lower()
     for word, override, own in (("class", "class_names", "classes"),
                                 ("preprocess", "preprocess", "preprocess"),
@@ -351,14 +379,15 @@ def blame(spec: BuildSpec, error: tuple[str, str] | None) -> tuple[Path_, str]:
         if word not in lowered:
             continue
         if override in config:
-            return ("app", "config", override), f"the app's {override}: " \
-                                                 f"{_inline(config[override])}"
+            return ("app", "config", override), (f"the app's {override}: "
+                                                 f"{_inline(config[override])}")
         if own in model:
             value = model[own]
             count = f"{len(value)} names, " if isinstance(value, list) else ""
-            return ("models", index, own), f"{count}{own} of the model {model['name']} " \
-                                           f"({model['source']}): {_inline(value)}"
-    return ("models", index, "source"), f"{described}; the app's error is {ref}"
+            return ("models", index, own), f"{count}{own} of {label}: {_inline(value)}"
+    if ref in MODEL_REFERENCES:
+        return ("models", index, "source"), f"{label}; the app's error is {ref}"
+    return whole  # the app's environment (a missing package), its sources or sinks
 
 
 def _inline(value: Any) -> str:
