@@ -13,8 +13,9 @@ Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> the e
 and the target's wheels (it and its dependencies for the board's Python, ``target_wheels``;
 cached; a shard run skips them) -> build each model (in ``jobs`` worker processes; ``shard`` K/N
 builds only models i with i % N == K - 1, into the cache, and assembles nothing) -> the op
-package (cached) -> assemble into a temporary sibling of OUT_DIR -> archive -> rename into
-place. A failure anywhere removes the temporary folder; cache entries are complete or absent
+package (cached) -> assemble into a temporary sibling of OUT_DIR -> start the app as its service
+would (``app_trial``: a failure stops the build here, before signing) -> sign -> archive ->
+rename into place. A failure anywhere removes the temporary folder; cache entries are complete or absent
 (``cache``), so an interrupted build leaves neither a half-written bundle nor a poisoned cache.
 Models that built before another failed keep their cache entries: the next run starts from there.
 """
