@@ -127,6 +127,7 @@ def try_app(bundle: Path, spec: BuildSpec, *, say: Callable[[str], None] = lambd
     skipped = {name: "not in the app's backend list" for name in TRIAL_BACKENDS
                if name not in backends}
     size = frame_size(packaged)
+    streams = len(packaged.get("sources") or []) or 1
     before = _listing(bundle)
     with tempfile.TemporaryDirectory(prefix="edgefuse-app-trial-") as scratch:
         root = Path(scratch)
@@ -136,15 +137,19 @@ def try_app(bundle: Path, spec: BuildSpec, *, say: Callable[[str], None] = lambd
         source = write_frames(root / "frames", size, frames * stride)
         say(f"app: `{command}` on {' and '.join(backends)}, {frames} generated "
             f"{size[1]}x{size[0]} frames each ...")
-        started = {}
-        for backend in backends:
-            config = trial_config(packaged, source, root / backend, backend, frames)
-            started[backend] = _start(verb, config, bundle, root / backend, spec)
+        started: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
         runs = []
         try:
+            for backend in backends:  # at the same time: the trial adds the slower one's time
+                config = trial_config(packaged, source, root / backend, backend, frames)
+                started[backend] = _start(verb, config, bundle, root / backend, spec)
             for backend, (process, began) in started.items():
-                runs.append(_finish(process, began, backend, root / backend, spec, command,
-                                    frames, size, timeout_s))
+                run = (f"on {backend} with {frames} generated {size[1]}x{size[0]} frames (the "
+                       "size of app.config.camera, else a common camera size that holds the "
+                       "lines and zones)")
+                seconds = _finish(process, began, root / backend, spec, command, run,
+                                  frames * streams, timeout_s)
+                runs.append(TrialRun(backend, frames, round(seconds, 3)))
         finally:
             for process, _ in started.values():
                 _stop(process)
@@ -156,8 +161,7 @@ def try_app(bundle: Path, spec: BuildSpec, *, say: Callable[[str], None] = lambd
             hint="on the board the release is read-only (ProtectSystem=strict): send the app's "
                  "outputs to app.sinks under /var/lib/edgefuse/<bundle name>/; nothing was "
                  "written", reference=Ref.APP_FAILED_BEFORE_SIGNING)
-    trial = AppTrial(command, size, len(packaged.get("sources") or []) or 1, tuple(runs),
-                     skipped)
+    trial = AppTrial(command, size, streams, tuple(runs), skipped)
     say(trial.line())
     return trial
 
@@ -257,16 +261,15 @@ def _start(verb: str, config: Path, bundle: Path, folder: Path,
     return process, time.perf_counter()
 
 
-def _finish(process: subprocess.Popen[bytes], began: float, backend: str, folder: Path,
-            spec: BuildSpec, command: str, frames: int, size: tuple[int, int],
-            timeout_s: float) -> TrialRun:
-    run = (f"on {backend} with {frames} generated {size[1]}x{size[0]} frames (the size of "
-           "app.config.camera, else a common camera size that holds the lines and zones)")
+def _finish(process: subprocess.Popen[bytes], began: float, folder: Path, spec: BuildSpec,
+            command: str, run: str, expected: int, timeout_s: float) -> float:
+    """The run's seconds, once it exited 0 having finished ``expected`` frames; else the
+    build's error (``_failure``)."""
     try:
         code = process.wait(timeout=max(0.0, timeout_s - (time.perf_counter() - began)))
     except subprocess.TimeoutExpired:
         _stop(process)
-        raise _failure(spec, run, command, f"it did not finish {frames} frames within "
+        raise _failure(spec, run, command, f"it did not finish {expected} frames within "
                        f"{timeout_s:g} s", _tail(folder / "stderr"), None) from None
     seconds = time.perf_counter() - began
     stderr = (folder / "stderr").read_text(encoding="utf-8", errors="replace")
@@ -275,11 +278,10 @@ def _finish(process: subprocess.Popen[bytes], began: float, backend: str, folder
                   else f"it exited with status {code}")
         raise _failure(spec, run, command, status, stderr, app_error(stderr))
     done = _frames_done(folder)
-    streams = len(yaml.safe_load((folder / "config.yaml").read_text()).get("sources") or []) or 1
-    if done < frames * streams:
-        raise _failure(spec, run, command, f"it exited 0 after {done} of {frames * streams} "
-                       "frames", stderr, None)
-    return TrialRun(backend, frames, round(seconds, 3))
+    if done < expected:
+        raise _failure(spec, run, command, f"it exited 0 after {done} of {expected} frames",
+                       stderr, None)
+    return seconds
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
