@@ -12,7 +12,8 @@ How it stays the service's run and writes nothing anywhere it should not:
 
 * the same entry (``python -m edgefuse <verb> --config ...`` of the build host's Python, in a
   subprocess, so an import failure or a crash is seen as a board would see it: an exit status
-  and stderr), the release folder as the working directory (``models/<name>`` resolves as on the
+  and stderr; the edgefuse it imports is the one this build packs into the wheel), the release
+  folder as the working directory (``models/<name>`` resolves as on the
   board), the spec's ``service.environment`` (not CANN's paths: they are the board's), no
   ``NOTIFY_SOCKET`` (the unit's notify protocol is not exercised here);
 * the packaged ``app/config.yaml`` with only these keys replaced, in a copy in a temporary
@@ -54,6 +55,7 @@ from typing import Any
 import yaml
 
 from edgefuse._deps import require
+from edgefuse.bundle.digests import PACKAGE_DIR
 from edgefuse.bundle.service import VERBS
 from edgefuse.bundle.spec import BuildSpec
 from edgefuse.bundle.spec_problems import dotted
@@ -253,6 +255,10 @@ def _start(verb: str, config: Path, bundle: Path, folder: Path,
     for name, value in spec.service["environment"].items():
         environment[name] = str(value).lower() if isinstance(value, bool) else str(value)
     environment["PYTHONUNBUFFERED"] = "1"
+    # the edgefuse this build runs and packs into the bundle's wheel, also from a checkout that
+    # is not installed (the working directory is the bundle, not the checkout)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(PACKAGE_DIR.parent), *filter(None, [environment.get("PYTHONPATH")])])
     with open(folder / "stdout", "wb") as stdout, open(folder / "stderr", "wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "edgefuse", verb, "--config", str(config)], cwd=bundle,

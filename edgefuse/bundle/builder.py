@@ -15,8 +15,9 @@ cached; a shard run skips them) -> build each model (in ``jobs`` worker processe
 builds only models i with i % N == K - 1, into the cache, and assembles nothing) -> the op
 package (cached) -> assemble into a temporary sibling of OUT_DIR -> start the app as its service
 would (``app_trial``: a failure stops the build here, before signing) -> sign -> archive ->
-rename into place. A failure anywhere removes the temporary folder; cache entries are complete or absent
-(``cache``), so an interrupted build leaves neither a half-written bundle nor a poisoned cache.
+rename into place. A failure anywhere removes the temporary folder; cache entries are complete
+or absent (``cache``), so an interrupted build leaves neither a half-written bundle nor a
+poisoned cache.
 Models that built before another failed keep their cache entries: the next run starts from there.
 """
 
