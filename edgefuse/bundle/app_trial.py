@@ -13,9 +13,9 @@ How it stays the service's run and writes nothing anywhere it should not:
 * the same entry (``python -m edgefuse <verb> --config ...`` of the build host's Python, in a
   subprocess, so an import failure or a crash is seen as a board would see it: an exit status
   and stderr; the edgefuse it imports is the one this build packs into the wheel), the release
-  folder as the working directory (``models/<name>`` resolves as on the
-  board), the spec's ``service.environment`` (not CANN's paths: they are the board's), no
-  ``NOTIFY_SOCKET`` (the unit's notify protocol is not exercised here);
+  folder as the working directory (``models/<name>`` resolves as on the board), the spec's
+  ``service.environment`` (not CANN's paths: they are the board's), no ``NOTIFY_SOCKET`` (the
+  unit's notify protocol is not exercised here);
 * the packaged ``app/config.yaml`` with only these keys replaced, in a copy in a temporary
   folder: the source(s) by a folder of ``TRIAL_FRAMES`` generated scenes
   (``edgefuse.vision.scenes.shapes``) of the configured camera size (``camera.width`` and
@@ -206,7 +206,7 @@ def trial_config(packaged: dict[str, Any], frames: Path, sinks: Path, backend: s
     values.update(backend=[backend], live=False, max_frames=count, show=False)
     if values.get("sources"):
         values["sources"] = [_trial_stream(entry, frames) for entry in values["sources"]]
-    else:
+    elif values.get("source") is not None:  # none at all: the app's own error, as on the board
         values["source"] = str(frames)
     several = bool(values.get("sources")) and len(values["sources"]) > 1
     for key in ("jsonl", "save"):
@@ -376,10 +376,13 @@ def blame(spec: BuildSpec, error: tuple[str, str] | None) -> tuple[Path_, str]:
             return ("app", key if key != "sources" else "source"), f"the app's {key}"
         if key in ("jsonl", "save") and key in app.get("sinks", {}):
             return ("app", "sinks", key), f"the app's {key} sink"
-    if ref == Ref.BAD_CONFIG.value:  # "unknown class 'dog' in classes", "line 'door' has ..."
-        for key in config:
+    if ref == Ref.BAD_CONFIG.value:  # "unknown class 'dog' in classes", "no source given"
+        named: list[tuple[str, Path_]] = [(key, ("app", "config", key)) for key in config]
+        named += [("source", ("app", "source")), ("backend", ("app", "backend"))]
+        for key, path in named:
             if re.search(rf"\b({re.escape(key)}|{re.escape(key.removesuffix('s'))})\b", message):
-                return ("app", "config", key), f"the app's {key}: {_inline(config[key])}"
+                value = config.get(key, app.get(key))
+                return path, f"the app's {key}: {_inline(value)}"
     lowered = message.lower()
     for word, override, own in (("class", "class_names", "classes"),
                                 ("preprocess", "preprocess", "preprocess"),

@@ -111,6 +111,17 @@ def test_a_bad_app_config_value_is_refused_naming_its_key(tmp_path, cache, capsy
     assert _leftovers(tmp_path) == []
 
 
+def test_an_app_with_no_source_is_refused_naming_app_source(tmp_path, cache, capsys):
+    spec = write_detection_spec(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8").replace("  source: 0\n", ""),
+                    encoding="utf-8")
+    assert _build(spec, tmp_path / "out", cache) == 2
+    text = capsys.readouterr().err
+    assert "error[app-failed-before-signing]: app.source: no source given" in text
+    assert f"(spec.yaml:{_line_of(spec, 'app:')}:1)" in text  # where app.source belongs
+    assert _leftovers(tmp_path) == []
+
+
 _CRASHES = {
     # the board image's OpenCV, built for NumPy 1.x, under the bundle's NumPy 2 (issue 26)
     "opencv": ("cv2", 'raise ImportError("numpy.core.multiarray failed to import")',
