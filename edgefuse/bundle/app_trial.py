@@ -22,8 +22,9 @@ How it stays the service's run and writes nothing anywhere it should not:
   ``camera.height``), else a common camera size that holds the counting lines and zones
   (``frame_size``), else ``DEFAULT_FRAME_SIZE``, read in order (``live: false``, so the
   count is exact) and ``max_frames`` of them per stream; ``backend`` by one of ``sim`` (the
-  board's contract: the BUILD_DIR and the simulated OM) and ``cpu`` (when the app's backend list
-  names it: the board's own fallback); ``jsonl`` and ``save`` moved under the temporary folder
+  board's contract: the BUILD_DIR and the simulated OM; where edgefuse knows the soc's board)
+  and ``cpu`` (when the app's backend list names it: the board's own fallback; always when
+  ``sim`` cannot run); ``jsonl`` and ``save`` moved under the temporary folder
   (a JSON Lines sink is added when there is none: it counts the frames); ``events`` (MQTT,
   webhook) dropped, with tracking kept on when they would have turned it on; ``serve`` on
   127.0.0.1 port 0; ``show`` off. Nothing reaches a real host;
@@ -61,11 +62,11 @@ from edgefuse.bundle.spec import BuildSpec
 from edgefuse.bundle.spec_problems import dotted
 from edgefuse.bundle.yaml_positions import Path_, load_located
 from edgefuse.errors import InputError, Ref
+from edgefuse.fallback.sim_target import knows_board
 from edgefuse.vision.scenes.shapes import SceneGenerator
 
 TRIAL_FRAMES = 5  # frames per stream and backend
 TRIAL_TIMEOUT_S = 300.0  # per backend: loading a large model on sim takes a while on a slow host
-TRIAL_BACKENDS = ("sim", "cpu")  # sim always; cpu where the app's backend list names it
 # A camera opened without a size (V4L2 through OpenCV) gives its driver's default, 640x480 for
 # UVC cameras: the frame size when the config's camera section gives none.
 DEFAULT_FRAME_SIZE = (480, 640)  # height, width
@@ -125,9 +126,13 @@ def try_app(bundle: Path, spec: BuildSpec, *, say: Callable[[str], None] = lambd
     packaged = yaml.safe_load((bundle / CONFIG).read_text(encoding="utf-8"))
     verb = VERBS[spec.app["kind"]]
     command = f"edgefuse {verb} --config {CONFIG}"
-    backends = [name for name in TRIAL_BACKENDS if name == "sim" or name in packaged["backend"]]
-    skipped = {name: "not in the app's backend list" for name in TRIAL_BACKENDS
-               if name not in backends}
+    simulated = knows_board(spec.soc)  # else sim needs a board memory the app cannot give it
+    backends = (["sim"] if simulated else []) + (
+        ["cpu"] if "cpu" in packaged["backend"] or not simulated else [])
+    skipped = {} if simulated else {"sim": f"edgefuse does not simulate {spec.soc}'s board "
+                                           "(its golden ran on cpu too)"}
+    if "cpu" not in backends:
+        skipped["cpu"] = "not in the app's backend list"
     size = frame_size(packaged)
     streams = len(packaged.get("sources") or []) or 1
     before = _listing(bundle)

@@ -64,6 +64,22 @@ def test_a_good_spec_builds_and_says_the_app_ran_on_sim_and_cpu(tmp_path, cache,
                if name != "MANIFEST.json")
 
 
+@pytest.mark.parametrize(("edit", "runs", "skipped"), [
+    (("  backend: [acl, cpu]\n", "  backend: [acl]\n"), ["sim"],
+     {"cpu": "not in the app's backend list"}),
+    (("  soc: Ascend310B4\n", "  soc: Ascend310P3\n"), ["cpu"],
+     {"sim": "edgefuse does not simulate Ascend310P3's board (its golden ran on cpu too)"}),
+])
+def test_the_app_runs_on_the_backends_the_host_can_give_it(tmp_path, cache, edit, runs,
+                                                           skipped):
+    spec = write_detection_spec(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8").replace(*edit), encoding="utf-8")
+    assert _build(spec, tmp_path / "out", cache, "--no-progress") == 0
+    log = json.loads((tmp_path / "out" / "build-log.json").read_text())
+    assert [run["backend"] for run in log["app"]["runs"]] == runs
+    assert log["app"]["skipped"] == skipped
+
+
 def test_a_class_count_the_model_does_not_have_is_refused_and_nothing_is_written(
         tmp_path, cache, capsys):
     spec = write_detection_spec(tmp_path, classes="[a, b, c]")
