@@ -347,12 +347,15 @@ def _failure(spec: BuildSpec, run: str, command: str, what: str, stderr: str,
         said = "\n".join(lines[start:])
     else:
         said = "\n".join(said.splitlines()[-20:]) or "(it printed nothing)"
+    fix = f"fix {dotted(path)} in {spec.path.name}"
+    if error and error[0] == Ref.MISSING_DEPENDENCY.value:  # this host's Python, not the bundle's
+        fix = ("the trial runs the app with this build host's Python: install what it names "
+               "here (the board's environment is the bundle's own wheels)")
     return InputError(
         f"{dotted(path)}: {shown}",
         context=f"{about} ({where})\nthe app (`{command}`, as the unit's ExecStart runs it) "
                 f"failed {run}: {what}\n{said}",
-        hint=f"fix {dotted(path)} in {spec.path.name} and build again; no bundle, archive or "
-             "signature was written",
+        hint=f"{fix}, and build again; no bundle, archive or signature was written",
         reference=Ref.APP_FAILED_BEFORE_SIGNING)
 
 
