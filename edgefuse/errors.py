@@ -185,6 +185,9 @@ class Ref(str, enum.Enum):
     BAD_BUILD_SPEC = "bad-build-spec", "the build spec (SPEC.yaml) is invalid; every problem listed"
     BUILD_GATE_FAILED = "build-gate-failed", "a model missed one of its spec's verify gates"
     MODEL_BUILD_FAILED = "model-build-failed", "one or more models of the spec failed to build"
+    APP_FAILED_BEFORE_SIGNING = (
+        "app-failed-before-signing",
+        "the bundle's app, run by build on generated frames before signing, failed")
     BAD_SHARD = "bad-shard", "--shard is not K/N with 1 <= K <= N"
     BAD_SOURCE_DATE_EPOCH = (
         "bad-source-date-epoch", "SOURCE_DATE_EPOCH is not whole seconds in 1980..2100")

@@ -16,6 +16,11 @@ import onnx
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import BuildManifest, read_manifest, resolve
 
+# A bundle's BUILD_DIR of a model with edgefuse custom ops also holds the model before compile,
+# which carries their decompositions: the prepared ONNX keeps them in ATC's spelling, which ONNX
+# Runtime cannot load, so host backends (the board's CPU fallback included) run this one.
+HOST_ONNX = "host.onnx"
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelSource:
@@ -43,7 +48,9 @@ def resolve_source(model: str | os.PathLike[str] | onnx.ModelProto | ModelSource
     if path.is_dir():
         manifest = read_manifest(path)
         om = resolve(path, manifest.om) if manifest.om else None
-        return ModelSource(str(path), resolve(path, manifest.model), om, manifest)
+        host = path / HOST_ONNX
+        onnx_path = host if host.is_file() else resolve(path, manifest.model)
+        return ModelSource(str(path), onnx_path, om, manifest)
     if not path.is_file():
         raise InputError(
             f"'{path}' does not exist",

@@ -13,9 +13,11 @@ Order: validate the spec (nothing starts on a bad one) -> check OUT_DIR -> the e
 and the target's wheels (it and its dependencies for the board's Python, ``target_wheels``;
 cached; a shard run skips them) -> build each model (in ``jobs`` worker processes; ``shard`` K/N
 builds only models i with i % N == K - 1, into the cache, and assembles nothing) -> the op
-package (cached) -> assemble into a temporary sibling of OUT_DIR -> archive -> rename into
-place. A failure anywhere removes the temporary folder; cache entries are complete or absent
-(``cache``), so an interrupted build leaves neither a half-written bundle nor a poisoned cache.
+package (cached) -> assemble into a temporary sibling of OUT_DIR -> start the app as its service
+would (``app_trial``: a failure stops the build here, before signing) -> sign -> archive ->
+rename into place. A failure anywhere removes the temporary folder; cache entries are complete
+or absent (``cache``), so an interrupted build leaves neither a half-written bundle nor a
+poisoned cache.
 Models that built before another failed keep their cache entries: the next run starts from there.
 """
 
@@ -40,6 +42,7 @@ from edgefuse._files import (
 from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.ops.build import build_op_package
 from edgefuse.bundle.app_requirements import bundle_extras
+from edgefuse.bundle.app_trial import try_app
 from edgefuse.bundle.assemble import assemble
 from edgefuse.bundle.cache import Cache, Entry, NotCached
 from edgefuse.bundle.digests import (
@@ -191,6 +194,7 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         bundle = staging / spec.bundle_id
         bundle.mkdir()
         assemble(bundle, spec, builds, wheels, opp, atc_identity(), epoch, build_number)
+        trial = try_app(bundle, spec, say=printer.line)  # before it is signed or archived
         if sign_key is not None:
             sign_bundle(bundle, Path(sign_key))
         archive = staging / f"{spec.bundle_id}.tar.gz"
@@ -206,7 +210,8 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         seconds = time.perf_counter() - start
         write_text(staging / LOG_FILE, json.dumps(
             {"spec": str(spec.path), "archive": archive.name, "archive_sha256": digest,
-             "seconds": round(seconds, 3), "models": log}, indent=2) + "\n")
+             "seconds": round(seconds, 3), "models": log,
+             "app": trial.record() if trial else None}, indent=2) + "\n")
         _move_into_place(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -46,6 +46,7 @@ from edgefuse.errors import EdgefuseError, InputError, Ref
 from edgefuse.fallback.sim_target import knows_board
 from edgefuse.manifest import file_sha256, read_manifest, write_manifest
 from edgefuse.model_info import AppInfo, Postprocess
+from edgefuse.model_source import HOST_ONNX
 from edgefuse.models.catalogue import CATALOGUE
 from edgefuse.optimize import optimize
 from edgefuse.optimize.append_yolo_head import append_yolo_head, yolo_head_options
@@ -55,7 +56,7 @@ from edgefuse.verify import verify
 
 STAGES = ("convert", "optimize", "fp16", "compile", "golden")
 MODEL_FILE = "model.onnx"
-HOST_FILE = "host.onnx"  # a custom-op build's model as host backends run it (decompositions)
+HOST_FILE = HOST_ONNX  # a custom-op build's model as host backends run it (decompositions)
 BUILD_FOLDER = "build"
 FIGURE_DIGITS = 9  # significant digits of the parity figures a build writes (see ``figures``)
 Progress = Callable[[str, str, str, float], None]  # (model, stage, "cached"|"built", seconds)

@@ -7,6 +7,8 @@ bundle folder, a byte-reproducible .tar.gz of it (SOURCE_DATE_EPOCH, or the spec
 a copy of install.sh and build-log.json. Every stage's result is cached by the digest of its
 inputs, options and tool versions: an unchanged rebuild reuses everything, and changing one
 model's options rebuilds that model only. A failed gate exits 1 and says which model and why.
+Before it signs, the build starts the bundle's app as its service would, on sim and cpu for a
+few generated frames: an app that fails exits 2 naming the spec key at fault, nothing written.
 
 Examples:
   edgefuse build examples/tiny-camera.yaml -o out/tiny

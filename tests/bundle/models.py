@@ -1,9 +1,9 @@
 """Small ONNX models and specs for the build tests: no PyTorch, a build in a few seconds.
 
 ``write_spec`` writes a spec with two ONNX-file models (a 4-class per-pixel head and a
-classifier), a detection app and a wheelhouse of stand-in wheels (``wheelhouse``) into a
-folder; ``tiny_catalogue_spec`` the torch-marked variant
-with the tiny catalogue detector.
+classifier), a segmentation app and a wheelhouse of stand-in wheels (``wheelhouse``) into a
+folder; ``write_detection_spec`` one with a two-class YOLOv8-layout detector (``box_head``) and
+its detection app, for the app's trial run before signing (``app_trial``).
 """
 
 from __future__ import annotations
@@ -128,3 +128,79 @@ def silu_head(seed: int = 2, size: int = 16) -> onnx.ModelProto:
         [oh.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
         [oh.make_tensor_value_info("features", TensorProto.FLOAT, [1, 8, size, size])], inits)
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
+
+
+def box_head(classes: int = 2, size: int = 32) -> onnx.ModelProto:
+    """[1,3,S,S] -> AveragePool/8 -> Conv 1x1 -> Sigmoid -> [1, 4 + classes, (S/8)^2]: a
+    detector output in YOLOv8's layout (boxes, then one score per class, per anchor)."""
+    rng = np.random.default_rng(3)
+    channels = 4 + classes
+    weight = (rng.standard_normal((channels, 3, 1, 1)) * 0.3).astype(np.float32)
+    anchors = (size // 8) ** 2
+    nodes = [
+        oh.make_node("AveragePool", ["images"], ["p"], name="pool", kernel_shape=[8, 8],
+                     strides=[8, 8]),
+        oh.make_node("Conv", ["p", "w", "b"], ["c"], name="conv"),
+        oh.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+        oh.make_node("Reshape", ["s", "shape"], ["output0"], name="flat"),
+    ]
+    inits = [numpy_helper.from_array(weight, "w"),
+             numpy_helper.from_array(np.zeros(channels, np.float32), "b"),
+             numpy_helper.from_array(np.array([1, channels, anchors], np.int64), "shape")]
+    graph = oh.make_graph(
+        nodes, "box_head",
+        [oh.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [oh.make_tensor_value_info("output0", TensorProto.FLOAT, [1, channels, anchors])],
+        inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
+
+
+DETECTION_SPEC = """\
+apiVersion: edgefuse/v1
+bundle:
+  name: boxes
+  version: "1.0.0"
+target:
+  soc: Ascend310B4
+  board: build-host        # described, not from the table: its Python is this test's
+  glibc: "2.17"
+  arch: aarch64
+reproducibility:
+  source_date_epoch: 1767225600
+models:
+  - name: detector
+    source: models/boxes.onnx
+    task: detect
+    classes: {classes}
+    preprocess: {{size: [32, 32]}}
+    postprocess: {{layout: yolov8}}
+    precision: {{keep_fp32: none}}
+    verify: {{samples: 1}}
+app:
+  kind: detection
+  model: detector
+  source: 0
+  sinks: {{jsonl: /var/lib/edgefuse/boxes/detections.jsonl}}
+  backend: [acl, cpu]
+  config: {config}
+service:
+  environment: {{EDGEFUSE_LOG: info}}
+python:
+  version: "{python}"
+  wheels: wheelhouse
+"""
+
+
+def write_detection_spec(folder: Path, *, classes: str = "[a, b]",
+                         config: str = "{stride: 1}") -> Path:
+    """A spec with one two-class ``box_head`` detector and its detection app (``classes`` and
+    the app's ``config`` as YAML text); returns the spec's path."""
+    (folder / "models").mkdir(parents=True, exist_ok=True)
+    path = folder / "models" / "boxes.onnx"
+    if not path.exists():
+        onnx.save_model(box_head(), str(path))
+    fill_wheelhouse(folder / "wheelhouse")
+    spec = folder / "spec.yaml"
+    spec.write_text(DETECTION_SPEC.format(classes=classes, config=config, python=HOST_PYTHON),
+                    encoding="utf-8")
+    return spec

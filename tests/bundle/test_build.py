@@ -362,7 +362,7 @@ models:
     optimize: {target: soc}
     precision: {keep_fp32: none}
     verify: {samples: 1}
-app: {kind: segmentation, model: silu}
+app: {kind: segmentation, model: silu, source: 0}  # a service without a source fails
 python: {wheels: wheelhouse}
 """
 

@@ -12,6 +12,7 @@ from edgefuse.bundle.builder import build
 from edgefuse.bundle.bundle_check import verify_bundle
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
+from edgefuse.cli.main import main
 from edgefuse.models.catalogue import CATALOGUE
 from tests.bundle.wheelhouse import fill_wheelhouse
 from tests.needs import optional
@@ -32,13 +33,21 @@ def _offline(example: Path, folder: Path) -> Path:
     return spec
 
 
-def test_the_tiny_example_builds_a_detection_bundle(tmp_path):
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One cache for the tiny example's builds: yolov8n:tiny converts once."""
+    return tmp_path_factory.mktemp("examples-cache")
+
+
+def test_the_tiny_example_builds_a_detection_bundle(tmp_path, cache):
     optional("torch")
     outcome = build(_offline(EXAMPLES / "tiny-camera.yaml", tmp_path / "spec"), tmp_path / "out",
-                    cache_dir=tmp_path / "c", progress=False)
+                    cache_dir=cache, progress=False)
     bundle = outcome.bundle_dir
+    log = json.loads((tmp_path / "out" / "build-log.json").read_text())
+    assert [run["backend"] for run in log["app"]["runs"]] == ["sim", "cpu"]  # the app started
     metadata = json.loads((bundle / "models/detector/metadata.json").read_text())
-    assert metadata["classes"] == ["circle", "square", "triangle"]
+    assert metadata["classes"] == []  # yolov8n:tiny's 80 classes, unnamed (class0..class79)
     assert metadata["postprocess"]["layout"] == "yolov8" and metadata["task"] == "detect"
     assert metadata["preprocess"]["size"] == [96, 96]
     seg = json.loads((bundle / "models/segmenter/metadata.json").read_text())
@@ -47,6 +56,25 @@ def test_the_tiny_example_builds_a_detection_bundle(tmp_path):
                                           ).read_text()
     report = verify_bundle(outcome.archive, backends=("cpu",))
     assert report.passed
+
+
+def test_the_tiny_example_as_issue_26_found_it_is_refused_before_signing(tmp_path, cache,
+                                                                         capsys):
+    """It named 3 classes for yolov8n:tiny's 80: built, signed, shipped, failed on every board."""
+    optional("torch")
+    spec = _offline(EXAMPLES / "tiny-camera.yaml", tmp_path / "spec")
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("    precision: {keep_fp32: none}\n",
+                                 "    precision: {keep_fp32: none}\n"
+                                 "    classes: [circle, square, triangle]\n", 1),
+                    encoding="utf-8")
+    assert main(["build", str(spec), "-o", str(tmp_path / "out"), "--cache", str(cache),
+                 "--no-progress"]) == 2
+    said = capsys.readouterr().err
+    assert ("error[app-failed-before-signing]: models[0].classes: the outputs output "
+            "float32[1,84,189] do not hold 3 classes") in said
+    assert "as yolov8 it has 80 classes" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec"]
 
 
 def test_the_shapes_example_names_only_the_embedded_models():
