@@ -107,7 +107,6 @@ def rehearse(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
              rootfs: str | os.PathLike[str] | None = None,
              qemu: str | os.PathLike[str] | None = None, mirror: str | None = None,
              cache_dir: str | os.PathLike[str] | None = None,
-             rehearsal_cache: str | os.PathLike[str] | None = None,
              progress: Callable[[str], None] = lambda line: None) -> RehearsalReport:
     """Rehearse the spec's bundle in an aarch64 root (see the module docstring).
 
@@ -135,16 +134,18 @@ def rehearse(spec_path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                              f"qemu-aarch64 {found.version_text}")
     runner = _Runner(report, out, progress)
     runner.add(Step("qemu", True, note, time.monotonic() - started))
-    key, public = publisher_key(Path(sign_key) if sign_key else None, out)
-    releases = runner.timed("build", lambda: releases_of(
-        spec, out / "builds", key, Path(cache_dir) if cache_dir else None),
-        lambda made: ", ".join(f"{r.version} (build {r.build_number})" for r in made)
-        + f"; {made[2].version} broken: its model cut in half, signed again")
-    lower = runner.timed("root", lambda: _lower_root(rootfs, mirror, rehearsal_cache),
+    lower = runner.timed("root", lambda: _lower_root(rootfs, mirror),
                          lambda made: made[1])[0]
     with RunRoot(lower, out / "run") as run:
         runner.add(Step("root copy", True, f"{run.how} over {lower}", 0.0))
-        _Rehearsal(runner, spec, run.path, releases, public).run()
+        steps = _Rehearsal(runner, spec, run.path)
+        steps.check_python()  # before the builds: a wrong board costs no build
+        key, public = publisher_key(Path(sign_key) if sign_key else None, out)
+        releases = runner.timed("build", lambda: releases_of(
+            spec, out / "builds", key, Path(cache_dir) if cache_dir else None),
+            lambda made: ", ".join(f"{r.version} (build {r.build_number})" for r in made)
+            + f"; {made[2].version} broken: its model cut in half, signed again")
+        steps.run(releases, public)
     return report
 
 
@@ -157,12 +158,11 @@ def _fresh_folder(out: Path) -> Path:
     return out.resolve()
 
 
-def _lower_root(rootfs: str | os.PathLike[str] | None, mirror: str | None,
-                cache: str | os.PathLike[str] | None) -> tuple[Path, str]:
+def _lower_root(rootfs: str | os.PathLike[str] | None, mirror: str | None) -> tuple[Path, str]:
     if rootfs is not None:
         return Path(rootfs).resolve(), f"the board image's root {rootfs}"
     recipe = RootRecipe()
-    made = cached_root(recipe, mirror or debian_mirror(), Path(cache) if cache else None)
+    made = cached_root(recipe, mirror or debian_mirror())
     how = "made by debootstrap" if made.made else "reused from the cache"
     return made.rootfs, f"{recipe.suite} {recipe.arch} {how}: {made.rootfs}"
 
@@ -197,21 +197,19 @@ class _Runner:
 class _Rehearsal:
     """The steps inside one run's root."""
 
-    def __init__(self, runner: _Runner, spec: BuildSpec, root: Path,
-                 releases: tuple[Release, Release, Release], public_key: Path) -> None:
+    def __init__(self, runner: _Runner, spec: BuildSpec, root: Path) -> None:
         self.runner = runner
         self.spec = spec
         self.root = root
-        self.releases = releases
-        self.public_key = public_key
+        self.releases: tuple[Release, ...] = ()
         self.prefix = spec.prefix
         self.unit = f"{spec.service['name']}.service"
         self.names: dict[str, str] = {}
 
-    def run(self) -> None:
-        first, second, broken = self.releases
-        self.check_python()
-        self.stage()
+    def run(self, releases: tuple[Release, Release, Release], public_key: Path) -> None:
+        self.releases = releases
+        first, second, broken = releases
+        self.stage(public_key)
         self.install(f"install {first.version}", first, self.names[first.version],
                      installer=f"{STAGE}/install.sh", health=None, figure="install_s")
         self.service(f"service {first.version}", first)
@@ -244,7 +242,7 @@ class _Rehearsal:
         self.runner.add(Step("python", True, f"the root's python3 is {have}, the bundle's "
                              "target", time.monotonic() - start))
 
-    def stage(self) -> None:
+    def stage(self, public_key: Path) -> None:
         """The releases, the first installer and the clip in the root; the key trusted."""
         start = time.monotonic()
         stage = self.root / STAGE.lstrip("/")
@@ -255,9 +253,9 @@ class _Rehearsal:
         put_clip(self.root)
         keys = self.root / "etc" / "edgefuse" / "keys"
         keys.mkdir(parents=True, exist_ok=True, mode=0o755)
-        shutil.copyfile(self.public_key, keys / self.public_key.name)
-        (keys / self.public_key.name).chmod(0o644)
-        self.runner.add(Step("trust", True, f"/etc/edgefuse/keys/{self.public_key.name} (the "
+        shutil.copyfile(public_key, keys / public_key.name)
+        (keys / public_key.name).chmod(0o644)
+        self.runner.add(Step("trust", True, f"/etc/edgefuse/keys/{public_key.name} (the "
                              "publisher's key)", time.monotonic() - start))
 
     def current(self) -> str:
@@ -271,7 +269,11 @@ class _Rehearsal:
                                                     f"{self.prefix}/current", health.bundle),
                      "--health-timeout", "0"]
         start = time.monotonic()
-        done = run_in_root(self.root, ["bash", *argv], timeout=INSTALL_TIMEOUT_S)
+        try:
+            done = run_in_root(self.root, ["bash", *argv], timeout=INSTALL_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            done = subprocess.CompletedProcess(argv, 124, _text(exc.stdout), _text(exc.stderr)
+                                               + f"\ntimed out after {INSTALL_TIMEOUT_S:g} s")
         seconds = time.monotonic() - start
         log_file = self.runner.out / "logs" / f"{name.replace(' ', '-')}.log"
         log_file.write_text(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}", encoding="utf-8")
@@ -329,3 +331,9 @@ class _Rehearsal:
 def _tail(done: subprocess.CompletedProcess) -> str:
     lines = (done.stdout + done.stderr).strip().splitlines()
     return " | ".join(lines[-3:]) or "no output"
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data or ""

@@ -88,6 +88,7 @@ def releases_of(spec: BuildSpec, out: Path, key: Path,
                 cache_dir: Path | None) -> tuple[Release, Release, Release]:
     """The spec's release, a newer one and a newer broken one, built numbers apart."""
     base = source_date_epoch(spec)
+    out.mkdir(parents=True, exist_ok=True)
     first = build_release(spec, spec.version, base, out / spec.version, key, cache_dir)
     newer = bumped(spec.version)
     second = build_release(spec, newer, base + 1, out / newer, key, cache_dir)

@@ -17,12 +17,14 @@ aborts without /sys) and unmounted however the run ends.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -177,6 +179,8 @@ def _debootstrap(recipe: RootRecipe, mirror: str, target: Path) -> None:
                 f"(exit {done.returncode})", context=tail,
                 hint="check the mirror (--mirror) and the network; nothing was cached",
                 reference=Ref.ROOTFS_FAILED)
+    for package in (target / "var" / "cache" / "apt" / "archives").glob("*.deb"):
+        package.unlink()  # unpacked already: the cache need not keep them twice
 
 
 def plain_environment() -> dict[str, str]:
@@ -254,6 +258,7 @@ class RunRoot:
         self.close()
 
     def close(self) -> None:
+        kill_processes_in(self.path)
         remove_tree(self.folder)
 
     def _writable(self) -> str:
@@ -284,8 +289,33 @@ class RunRoot:
                                  hint="run as root", reference=Ref.ROOTFS_FAILED)
 
 
+def kill_processes_in(root: Path) -> list[int]:
+    """SIGKILL every process whose root directory is ``root`` or below (what a Ctrl-C or a
+    timeout left running there); their ids."""
+    prefix = os.path.realpath(root)
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            where = os.readlink(entry / "root")
+        except OSError:
+            continue  # gone meanwhile
+        if where == prefix or where.startswith(prefix + "/"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+    return killed
+
+
 def run_in_root(root: Path, argv: Sequence[str], *, timeout: float,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``argv`` run inside ``root`` (chroot) as root, with a plain environment."""
-    return subprocess.run(["chroot", str(root), *argv], capture_output=True, text=True,
-                          timeout=timeout, check=False, env={**plain_environment(), **(env or {})})
+    """``argv`` run inside ``root`` (chroot) as root, with a plain environment; on a timeout
+    or an interrupt, everything it started there is killed."""
+    try:
+        return subprocess.run(["chroot", str(root), *argv], capture_output=True, text=True,
+                              timeout=timeout, check=False,
+                              env={**plain_environment(), **(env or {})})
+    except BaseException:
+        kill_processes_in(root)
+        raise
