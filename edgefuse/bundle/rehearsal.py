@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import time
@@ -82,10 +83,11 @@ class RehearsalReport:
     def render(self) -> str:
         width = max(len(step.name) for step in self.steps) if self.steps else 4
         lines = [f"rehearsal of {self.bundle} in {self.root} ({self.qemu})",
-                 f"{'step':<{width}}  {'result':<6}  {'time':>8}  details"]
+                 f"{'step':<{width}}  {'result':<6}  {'time':>8}  {'cpu':>8}  details"]
         for step in self.steps:
             lines.append(f"{step.name:<{width}}  {'ok' if step.passed else 'FAIL':<6}  "
-                         f"{step.seconds:>7.1f}s  {step.result}")
+                         f"{step.seconds:>7.1f}s  {step.figures.get('cpu_s', 0):>7.1f}s  "
+                         f"{step.result}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -174,9 +176,15 @@ class _Runner:
         self.report = report
         self.out = out
         self.progress = progress
+        self.cpu_s = _cpu_seconds()
         (out / "logs").mkdir(exist_ok=True)
 
     def add(self, step: Step) -> None:
+        """Record ``step`` with the processor time spent since the last one (this process and
+        the programs it ran, emulated ones included): on a busy host, wall time says little."""
+        cpu_s = _cpu_seconds()
+        step.figures["cpu_s"] = round(cpu_s - self.cpu_s, 1)
+        self.cpu_s = cpu_s
         self.report.steps.append(step)
         self.progress(f"{step.name}: {'ok' if step.passed else 'FAIL'} ({step.seconds:.1f} s) "
                       f"{step.result}")
@@ -337,3 +345,9 @@ def _text(data: bytes | str | None) -> str:
     if isinstance(data, bytes):
         return data.decode("utf-8", errors="replace")
     return data or ""
+
+
+def _cpu_seconds() -> float:
+    own, children = (resource.getrusage(who)
+                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
