@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from edgefuse.bundle.rehearsal import rehearse
 from edgefuse.bundle.rehearsal_qemu import (
     AARCH64_MAGIC,
     AARCH64_MASK,
@@ -22,6 +23,7 @@ from edgefuse.bundle.rehearsal_releases import bumped
 from edgefuse.bundle.rehearsal_root import RootRecipe, RunRoot, debian_mirror, mounts_under
 from edgefuse.bundle.rehearsal_service import _Records
 from edgefuse.errors import InputError
+from tests.bundle.models import without_app, write_spec
 
 pytestmark = pytest.mark.unit
 
@@ -170,3 +172,24 @@ def test_a_run_root_is_a_copy_or_overlay_with_mounts_and_leaves_nothing(tmp_path
         assert not folder.exists() and not mounts_under(folder)
         assert (lower / "etc" / "hostname").read_text() == "board\n"
         assert sorted(p.name for p in lower.iterdir()) == ["etc", "usr"]
+
+
+def test_what_stops_the_rehearsal_before_it_starts(tmp_path):
+    spec = write_spec(tmp_path / "spec")
+    if os.geteuid() != 0:
+        with pytest.raises(InputError, match="needs root") as caught:
+            rehearse(spec, tmp_path / "out")
+        assert caught.value.reference == "rehearsal-needs-root"
+        return
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep").write_text("x")
+    with pytest.raises(InputError, match="exists and is not an empty folder"):
+        rehearse(spec, busy)
+    with pytest.raises(InputError, match=r"--rootfs .* is not a root file system \(no usr/bin\)"):
+        rehearse(spec, tmp_path / "out", rootfs=tmp_path)
+    no_app = spec.parent / "no-app.yaml"
+    no_app.write_text(without_app(spec.read_text()))
+    with pytest.raises(InputError, match="has no app: the rehearsal runs the bundle's service"):
+        rehearse(no_app, tmp_path / "out2")
+    assert (busy / "keep").read_text() == "x"
