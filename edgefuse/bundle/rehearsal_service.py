@@ -8,10 +8,12 @@ plus ``--source`` with the package's sample clip (made by ``edgefuse.vision.scen
 ``--jsonl`` where the config has no JSON Lines sink. It is written again from the unit before each
 start, so a newer release's command line is the one that runs.
 
-Why the JSON Lines as the health check: every finished frame is one record appended whole, so
-records that keep coming prove that frames flow through source, model and sinks; the rate they
-come at is the app's frames per second under emulation (not a board figure). The service is then
-stopped as systemd stops it (SIGTERM, then ``TimeoutStopSec=``) and must exit 0.
+Why the JSON Lines as the health check: every finished frame is one record, so records prove
+that frames flow through source, model and sinks, and their timestamps give the app's frames per
+second under emulation (not a board figure). A live source appends them as they come: once
+MEASURE_FRAMES arrived the service is stopped as systemd stops it (SIGTERM, then
+``TimeoutStopSec=``) and must exit 0. The clip is a file, whose records the app writes to a
+temporary file renamed into place when the clip ends: there the service exits 0 by itself.
 """
 
 from __future__ import annotations
