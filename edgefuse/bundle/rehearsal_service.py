@@ -18,6 +18,7 @@ temporary file renamed into place when the clip ends: there the service exits 0 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -50,6 +51,8 @@ MEASURE_FRAMES = 60  # records the frame rate is measured over before the stop
 START_TIMEOUT_S = 600.0  # emulated imports and the first frame can take minutes on a busy host
 POLL_S = 0.5
 DEFAULT_STOP_S = 90.0  # systemd's DefaultTimeoutStopSec
+# what systemd counts as a clean exit of a service: 0 or death by SIGHUP, SIGINT, SIGTERM, SIGPIPE
+CLEAN_EXITS = (0, -signal.SIGHUP, -signal.SIGINT, -signal.SIGTERM, -signal.SIGPIPE)
 _BACKEND_LINE = re.compile(r"^(\S+): \S+ on (\w+); source ", re.MULTILINE)
 
 
@@ -152,12 +155,21 @@ def run_service(root: Path, name: str, log: Path) -> ServiceRun:
                                    env=plain_environment(), start_new_session=True)
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
-            while process.poll() is None and records.count() < MEASURE_FRAMES \
-                    and time.monotonic() < deadline:
+            grew = False  # records seen arriving one by one: a live source, stopped by us
+            while process.poll() is None and time.monotonic() < deadline:
+                count = records.count()
+                grew = grew or 0 < count < MEASURE_FRAMES
+                if count >= MEASURE_FRAMES:
+                    break
                 time.sleep(POLL_S)
+            stop_s = unit.timeout_stop_s or DEFAULT_STOP_S
+            if process.poll() is None and records.count() and not grew:
+                # a file source's records appear whole when it ends: the app is finishing
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=stop_s)
             stopped_by = "itself" if process.poll() is not None else "SIGTERM"
             if process.poll() is None:
-                exit_code = _stop(process, unit.timeout_stop_s or DEFAULT_STOP_S)
+                exit_code = _stop(process, stop_s)
                 if exit_code is None:
                     stopped_by = "SIGKILL"
             else:
@@ -176,8 +188,8 @@ def run_service(root: Path, name: str, log: Path) -> ServiceRun:
                f"exit {exit_code}: {tail or 'no output'}")
     elif stopped_by == "SIGKILL":
         why = f"did not stop within TimeoutStopSec ({unit.timeout_stop_s or DEFAULT_STOP_S:g} s)"
-    elif exit_code != 0:
-        why = f"exited {exit_code} when stopped"
+    elif exit_code not in CLEAN_EXITS:
+        why = f"exited {exit_code} ({stopped_by})"
     return ServiceRun(frames=frames, fps=records.fps(), backend=found.group(2) if found else None,
                       exit_code=exit_code, stopped_by=stopped_by, healthy=not why, why=why,
                       seconds=time.monotonic() - start, user=unit.user, log=log)
