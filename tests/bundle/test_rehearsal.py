@@ -1,6 +1,7 @@
 """The aarch64 rehearsal for real (issue 26 §4): a tiny bundle, built against the real package
-index for Debian 12's Python 3.11 on aarch64, installed, run, upgraded, broken, rolled back in the
-cached Debian 12 arm64 root under qemu-user >= 10, with `edgefuse bundle rehearse`.
+index for the debian-12-arm64 board (Python 3.11, glibc 2.36), installed, run, upgraded, broken
+and rolled back in the cached Debian 12 arm64 root under qemu-user >= 10, with `edgefuse bundle
+rehearse`. The spec names boards of edgefuse.bundle.boards (from the wheels work, issue 26 §1-2).
 
 Needs root, binfmt_misc, debootstrap, qemu-user >= 10 and the package index (.ci/run installs
 them: .ci/qemu-user.sh). It skips only where binfmt_misc cannot be mounted or registered (not
@@ -29,14 +30,16 @@ from edgefuse.errors import InputError
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
-# The tiny catalogue detector (random weights) in a detection app, for the board's Debian 12
-# stand-in: Python 3.11, aarch64 wheels of manylinux_2_28 and older.
+# The tiny catalogue detector (random weights) in a detection app, for a board of the board
+# table (edgefuse.bundle.boards): debian-12-arm64, the rehearsal root's system (Python 3.11,
+# glibc 2.36), or the Atlas 200I DK A2 (Python 3.10), which that root must refuse.
 SPEC = """\
 apiVersion: edgefuse/v1
 bundle:
   name: rehearsed
   version: 1.0.0
 target:
+  board: {board}
   soc: Ascend310B4
 reproducibility:
   source_date_epoch: 1767225600
@@ -54,9 +57,7 @@ service:
   user: HwHiAiUser
   environment: {{EDGEFUSE_LOG: info}}
 python:
-  version: "{python}"
   wheels: download
-  platform: [manylinux_2_28_aarch64, manylinux_2_27_aarch64, manylinux2014_aarch64]
 """
 
 
@@ -78,10 +79,10 @@ def arm64_root(binfmt) -> Path:
     return cached_root(RootRecipe(), debian_mirror()).rootfs
 
 
-def _spec(folder: Path, python: str) -> Path:
+def _spec(folder: Path, board: str) -> Path:
     folder.mkdir(parents=True)
     spec = folder / "spec.yaml"
-    spec.write_text(SPEC.format(python=python), encoding="utf-8")
+    spec.write_text(SPEC.format(board=board), encoding="utf-8")
     return spec
 
 
@@ -89,7 +90,7 @@ def _spec(folder: Path, python: str) -> Path:
 def rehearsal(arm64_root, tmp_path_factory):
     """One rehearsal through the command line: (exit code, OUT_DIR, its JSON report)."""
     folder = tmp_path_factory.mktemp("rehearsal")
-    spec = _spec(folder / "spec", "3.11")
+    spec = _spec(folder / "spec", "debian-12-arm64")
     out = folder / "out"
     code = main(["bundle", "rehearse", str(spec), "-o", str(out),
                  "--cache", str(default_cache_dir())])
@@ -142,7 +143,7 @@ def test_the_cached_root_is_never_written(rehearsal, arm64_root):
 
 
 def test_a_root_with_another_python_is_refused_before_anything_is_built(arm64_root, tmp_path):
-    spec = _spec(tmp_path / "spec", "3.10")
+    spec = _spec(tmp_path / "spec", "atlas-200i-dk-a2")
     with pytest.raises(InputError, match=r"the root's python3 is 3\.11, but rehearsed-1\.0\.0's "
                                          r"wheels are for Python 3\.10") as caught:
         rehearse(spec, tmp_path / "out", rootfs=arm64_root)
