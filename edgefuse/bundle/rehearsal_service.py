@@ -211,14 +211,19 @@ class _Records:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = path.stat().st_size if path.exists() else 0
+        before = path.stat() if path.exists() else None
+        self.offset = before.st_size if before else 0
+        self.inode = before.st_ino if before else None
         self.times: list[float] = []
         self._partial = b""
 
     def count(self) -> int:
         if self.path.exists():
-            if self.path.stat().st_size < self.offset:  # started afresh (rotated, truncated)
-                self.offset, self._partial = 0, b""
+            now = self.path.stat()
+            if now.st_ino != self.inode or now.st_size < self.offset:
+                # another file (a file source's records renamed into place at its end, a
+                # rotation) or truncated: everything in it is this run's
+                self.inode, self.offset, self._partial, self.times = now.st_ino, 0, b"", []
             with open(self.path, "rb") as handle:
                 handle.seek(self.offset)
                 data = self._partial + handle.read()

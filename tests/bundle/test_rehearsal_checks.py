@@ -153,6 +153,11 @@ def test_the_watch_counts_whole_new_records_and_their_rate(tmp_path):
         handle.write('me": 10.5}\n' + json.dumps({"frame": 3, "time": 11.0}) + "\n")
     assert records.count() == 3
     assert records.fps() == pytest.approx(2.0)
+    replacement = tmp_path / "renamed.jsonl"  # a file source's records, renamed into place
+    replacement.write_text("".join(json.dumps({"frame": i, "time": 20.0 + i}) + "\n"
+                                   for i in range(5)))
+    replacement.replace(path)
+    assert records.count() == 5 and records.fps() == pytest.approx(1.0)
 
 
 def test_a_run_root_is_a_copy_or_overlay_with_mounts_and_leaves_nothing(tmp_path):
