@@ -50,11 +50,11 @@ def bumped(version: str) -> str:
 
 def publisher_key(sign_key: Path | None, out_dir: Path) -> tuple[Path, Path]:
     """(private, public) PEM: ``sign_key`` and its public half, or a new pair in OUT_DIR/keys."""
+    (out_dir / "keys").mkdir(parents=True, exist_ok=True)
     if sign_key is None:
         return new_key_pair(out_dir / "keys", "rehearsal")
     key = load_private_key(sign_key)
     public = out_dir / "keys" / f"{sign_key.name.removesuffix('.key.pem')}.pub.pem"
-    public.parent.mkdir(parents=True, exist_ok=True)
     public.write_bytes(key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return sign_key, public
