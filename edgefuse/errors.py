@@ -201,6 +201,19 @@ class Ref(str, enum.Enum):
     NO_TARGET_WHEELS = (
         "no-target-wheels", "the wheels of the board's Python environment cannot be resolved")
 
+    # --- the aarch64 rehearsal (edgefuse bundle rehearse) ---------------------------------------
+    REHEARSAL_NEEDS_ROOT = (
+        "rehearsal-needs-root", "the aarch64 rehearsal needs root (chroot, mounts, binfmt_misc)")
+    NO_BINFMT_MISC = "no-binfmt-misc", "binfmt_misc cannot be mounted or registered here"
+    QEMU_TOO_OLD = "qemu-too-old", "no qemu-aarch64 of version 10 or later to run the root with"
+    BINFMT_CONFLICT = (
+        "binfmt-conflict", "another binfmt_misc entry runs aarch64 programs with another qemu")
+    ROOTFS_FAILED = "rootfs-failed", "the arm64 root file system cannot be made or used"
+    WRONG_BOARD_PYTHON = (
+        "wrong-board-python", "the board's (root's) python3 is not the bundle's target Python")
+    BAD_UNIT_FILE = "bad-unit-file", "the service's unit holds what the rehearsal cannot run"
+    REHEARSAL_FAILED = "rehearsal-failed", "the bundle failed a step of the aarch64 rehearsal"
+
 
 class EdgefuseError(Exception):
     """A problem the user can fix: bad input, a missing dependency, a failing external tool."""

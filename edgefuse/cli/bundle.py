@@ -1,4 +1,4 @@
-"""Check a bundle from `edgefuse build`: its files, its archive's safety, its models' parity.
+"""Check a bundle from `edgefuse build`, or rehearse its life on an aarch64 system.
 
 `verify DIR|ARCHIVE` does what install.sh does before it installs anything: an archive must be
 complete and hold only files and folders inside its bundle folder (no absolute paths, '..',
@@ -7,21 +7,32 @@ with --key, MANIFEST.json must be signed by one of the keys. Then each model run
 best backend here against the golden recording made at build time, and the agreement is
 reported (exit 1 when a model misses its gate).
 
+`rehearse SPEC.yaml -o OUT_DIR` (as root) builds the spec three times, signed (as it is, a newer
+version, a newer one broken on purpose), and in a Debian 12 arm64 root under qemu-user >= 10
+(made by debootstrap once and cached in ~/.cache/edgefuse/rehearsal, or --rootfs DIR, a board
+image's root) installs the first with its install.sh, starts the service from the installed unit
+on a generated clip, upgrades, has the broken release rolled back by the installer's health
+check, and runs `install.sh --rollback`; a table of steps and times, OUT_DIR/rehearsal.json.
+docs/fleet.md, "Rehearse on an aarch64 system", has the details and the measured times.
+
 Examples:
   edgefuse bundle verify out/tiny/tiny-camera-0.1.0.tar.gz
   edgefuse bundle verify /opt/edgefuse/tiny-camera/current --backend acl
   edgefuse bundle verify bundle/ --no-run --json report.json
   edgefuse bundle verify release.tar.gz --key keys/release.pub.pem --no-run
+  sudo edgefuse bundle rehearse spec.yaml -o out/rehearsal --sign keys/release.key.pem
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from edgefuse._files import check_output_path, check_outputs_spare_inputs, write_text
 from edgefuse.bundle.bundle_check import verify_bundle
+from edgefuse.bundle.rehearsal import RehearsalReport, StepFailed, rehearse
 from edgefuse.errors import EdgefuseError, Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 
@@ -38,9 +49,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("--key", action="append", metavar="PUB.pem",
                         help="a trusted public key (repeatable): the bundle must be signed by "
                              "one of them")
+    rehearsal = commands.add_parser(
+        "rehearse", help="install, run, upgrade and roll back the spec's bundle in an aarch64 "
+                         "root under qemu-user (root only)")
+    rehearsal.add_argument("spec", metavar="SPEC.yaml")
+    rehearsal.add_argument("-o", "--output", required=True, metavar="OUT_DIR",
+                           help="a new folder: the builds, the logs, rehearsal.json")
+    rehearsal.add_argument("--sign", metavar="KEY.pem",
+                           help="the publisher's Ed25519 private key (default: a new one in "
+                                "OUT_DIR/keys)")
+    rehearsal.add_argument("--rootfs", metavar="DIR",
+                           help="a board image's root file system to rehearse in (never "
+                                "written) instead of the cached Debian 12 arm64 root")
+    rehearsal.add_argument("--qemu", metavar="PATH",
+                           help="qemu-aarch64 >= 10 (default: qemu-aarch64-static or "
+                                "qemu-aarch64 on PATH)")
+    rehearsal.add_argument("--mirror", metavar="URL",
+                           help="the Debian mirror debootstrap uses (default: this machine's "
+                                "own apt source)")
+    rehearsal.add_argument("--cache", metavar="DIR",
+                           help="the build cache (default: as edgefuse build)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bundle_command == "rehearse":
+        return _rehearse(args)
     if args.json:
         check_output_path(args.json)
     check_outputs_spare_inputs({"--json report": args.json}, {"bundle": args.bundle})
@@ -60,3 +93,21 @@ def run(args: argparse.Namespace) -> int:
         error.exit_code = 1
         raise error
     return 0
+
+
+def _rehearse(args: argparse.Namespace) -> int:
+    try:
+        report = rehearse(args.spec, args.output, sign_key=args.sign, rootfs=args.rootfs,
+                          qemu=args.qemu, mirror=args.mirror, cache_dir=args.cache,
+                          progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except StepFailed as error:
+        _write_report(error.report, Path(args.output))
+        raise
+    _write_report(report, Path(args.output))
+    return 0
+
+
+def _write_report(report: RehearsalReport, out: Path) -> None:
+    print(report.render())
+    write_text(out / "rehearsal.json", json.dumps(report.to_json(), indent=2) + "\n")
+    print(f"wrote {out / 'rehearsal.json'}")
