@@ -4,8 +4,10 @@ Why a drop-in for the source: the packaged config reads the board's camera (``so
 a root under qemu does not have. On a board, ``systemctl edit SERVICE`` writes a drop-in that
 replaces ``ExecStart=`` to change what the service reads; the rehearsal writes the same drop-in
 (``/etc/systemd/system/SERVICE.service.d/zz-edgefuse-rehearsal.conf``): the unit's command line
-plus ``--source`` with the package's sample clip (made by ``edgefuse.vision.scenes``), and
-``--jsonl`` where the config has no JSON Lines sink. It is written again from the unit before each
+plus ``--source`` with the package's sample clip (made by ``edgefuse.vision.scenes``) and
+``--max-frames`` (the frames a step needs: under emulation each costs up to a second, and the
+clip's 150 frames four times over took minutes of a CI run), and ``--jsonl`` where the config has
+no JSON Lines sink. It is written again from the unit before each
 start, so a newer release's command line is the one that runs.
 
 Why the JSON Lines as the health check: every finished frame is one record, so records prove
@@ -47,7 +49,7 @@ from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 DROP_IN = "zz-edgefuse-rehearsal.conf"
 CLIP = "/var/tmp/edgefuse-rehearsal/clip.mp4"
 HEALTH_FRAMES = 10  # records that make a service healthy
-MEASURE_FRAMES = 60  # records the frame rate is measured over before the stop
+MEASURE_FRAMES = 30  # records the frame rate is measured over before the stop
 START_TIMEOUT_S = 600.0  # emulated imports and the first frame can take minutes on a busy host
 POLL_S = 0.5
 DEFAULT_STOP_S = 90.0  # systemd's DefaultTimeoutStopSec
@@ -78,10 +80,10 @@ def put_clip(root: Path) -> None:
     target.chmod(0o644)
 
 
-def prepared_unit(root: Path, name: str, unit_text: str | None = None,
+def prepared_unit(root: Path, name: str, frames: int, unit_text: str | None = None,
                   locate: Callable[[str], Path] | None = None) -> tuple[ServiceUnit, str]:
-    """The unit with the rehearsal's drop-in written from its current command line, and the
-    JSON Lines file (root-relative) its frames are appended to."""
+    """The unit with the rehearsal's drop-in written from its current command line (reading
+    ``frames`` of the clip), and the JSON Lines file (root-relative) its frames are appended to."""
     drop_ins = root / UNITS / f"{name}.d"
     (drop_ins / DROP_IN).unlink(missing_ok=True)
     unit = read_unit(root, name, unit_text)
@@ -95,7 +97,7 @@ def prepared_unit(root: Path, name: str, unit_text: str | None = None,
                              "StateDirectory= for the rehearsal's", reference=Ref.BAD_UNIT_FILE)
         jsonl = f"{states[0]}/rehearsal.jsonl"
         command += ["--jsonl", jsonl]
-    command += ["--source", CLIP]
+    command += ["--source", CLIP, "--max-frames", str(frames)]
     drop_ins.mkdir(parents=True, exist_ok=True)
     (drop_ins / DROP_IN).write_text(drop_in(command), encoding="utf-8")
     return read_unit(root, name, unit_text), jsonl
@@ -135,17 +137,16 @@ def health_command(root: Path, name: str, current: str, bundle: Path) -> str:
     ``bundle``: the service's command line as that release's unit says, for a few frames."""
     unit_text = (bundle / "systemd" / name).read_text(encoding="utf-8")
     locate = release_files(root, current, bundle)
-    unit, _ = prepared_unit(root, name, unit_text, locate)
+    unit, _ = prepared_unit(root, name, HEALTH_FRAMES, unit_text, locate)
     make_directories(unit, root)
-    return shell_command(unit, root, environment(unit, root, locate),
-                         ["--max-frames", str(HEALTH_FRAMES)])
+    return shell_command(unit, root, environment(unit, root, locate))
 
 
 def run_service(root: Path, name: str, log: Path) -> ServiceRun:
     """Start the installed service as its unit says, wait for HEALTH_FRAMES new records,
     measure up to MEASURE_FRAMES, stop it as systemd would."""
     start = time.monotonic()
-    unit, jsonl = prepared_unit(root, name)
+    unit, jsonl = prepared_unit(root, name, MEASURE_FRAMES)
     make_directories(unit, root)
     command = shell_command(unit, root, environment(unit, root))
     records = _Records(root / jsonl.lstrip("/"))
