@@ -23,8 +23,11 @@ import pytest
 from tests.needs import optional
 
 
-def chromium(width: int = 1200, height: int = 800) -> Any:
-    """A headless Chromium driver (the caller quits it)."""
+def chromium(width: int = 1200, height: int = 800, *, exact_viewport: bool = False) -> Any:
+    """A headless Chromium driver (the caller quits it). ``exact_viewport``: the page gets
+    exactly ``width`` x ``height`` through DevTools (``Emulation.setDeviceMetricsOverride``):
+    ``--window-size`` includes whatever the browser draws around the page, so only the emulated
+    metrics tell whether a dashboard fits 1280x720."""
     webdriver = optional("selenium.webdriver")
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
@@ -35,11 +38,18 @@ def chromium(width: int = 1200, height: int = 800) -> Any:
     service = optional("selenium.webdriver.chrome.service")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", f"--window-size={width},{height}",
-                     "--autoplay-policy=no-user-gesture-required"):
+    arguments = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 f"--window-size={width},{height}", "--autoplay-policy=no-user-gesture-required"]
+    if exact_viewport:
+        options.page_load_strategy = "eager"  # a page's MJPEG images never finish loading
+        arguments += ["--hide-scrollbars", "--force-device-scale-factor=1"]
+    for argument in arguments:
         options.add_argument(argument)
-    return webdriver.Chrome(service=service.Service(driver), options=options)
+    chrome = webdriver.Chrome(service=service.Service(driver), options=options)
+    if exact_viewport:
+        chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    return chrome
 
 
 class _QuietFiles(http.server.SimpleHTTPRequestHandler):

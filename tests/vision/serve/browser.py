@@ -1,42 +1,14 @@
-"""Headless Chromium for the live-view tests, with a viewport of a given size.
-
-Why the viewport is set through DevTools (``Emulation.setDeviceMetricsOverride``) rather than
-``--window-size``: the window size includes whatever the browser draws around the page, so only
-the emulated metrics give the page exactly the 1280x720 a dashboard must fit.
-"""
+"""The live view's page read as a person reads it: its counts tables, in the form the run's
+counters give them, and a browser whose page is exactly the viewport a dashboard must fit."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
-import pytest
-
-from tests.needs import optional
+from tests.browser import chromium
 
 
 def browser(width: int = 1280, height: int = 720):
-    """A Chrome WebDriver on Debian's chromium and chromium-driver (skipped without them, except
-    in CI, where .ci/run installs them)."""
-    webdriver = optional("selenium.webdriver")
-    service = optional("selenium.webdriver.chrome.service")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not (chromium and driver):
-        if os.environ.get("CI"):
-            raise RuntimeError("CI must install chromium and chromium-driver (see .ci/run)")
-        pytest.skip("chromium and chromium-driver are not installed")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    options.page_load_strategy = "eager"  # the MJPEG images never finish loading
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--disable-gpu", "--hide-scrollbars", "--force-device-scale-factor=1",
-                     f"--window-size={width},{height}"):
-        options.add_argument(argument)
-    chrome = webdriver.Chrome(service=service.Service(driver), options=options)
-    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
-    return chrome
+    """Headless Chromium whose page is exactly ``width`` x ``height``."""
+    return chromium(width, height, exact_viewport=True)
 
 
 _READ_COUNTS = """
