@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench._harness import MODELS_DIR, RESULTS, ROOT, export_catalogue_model
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.ops.registry import OPS_BY_NAME
 from edgefuse.models import CATALOGUE
 from edgefuse.optimize import optimize

@@ -30,7 +30,7 @@ import onnx
 
 from bench._harness import MODELS_DIR, RESULTS
 from edgefuse import open_session
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.fallback.sim_numerics import within_prediction
 from edgefuse.fallback.sim_target import format_bytes
 from edgefuse.manifest import read_manifest

@@ -6,7 +6,7 @@ The public API is the pipeline's verbs; everything else is an implementation det
 from __future__ import annotations
 
 from edgefuse._version import __version__
-from edgefuse.acl.build.compile import compile_model as compile  # noqa: A004 - the stage's name
+from edgefuse.acl.compile.compile import compile_model as compile  # noqa: A004 - the stage's name
 from edgefuse.convert import convert
 from edgefuse.optimize import optimize
 from edgefuse.quantize import quantize

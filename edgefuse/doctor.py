@@ -19,7 +19,7 @@ import sys
 
 from edgefuse._version import __version__
 from edgefuse.acl.atc.runner import cann_version, find_atc
-from edgefuse.acl.build.soc import detect_soc
+from edgefuse.acl.compile.soc import detect_soc
 from edgefuse.acl.ops.toolkit import CANN_RANGE, cann_in_range
 from edgefuse.errors import EdgefuseError
 from edgefuse.fallback.sim_target import NOT_SIMULATED

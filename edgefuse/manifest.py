@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from edgefuse._files import write_text
-from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.errors import EdgefuseError, InputError, Ref
 
 FORMAT = "edgefuse-build/1"
@@ -95,7 +95,7 @@ class AippRecord:
             "frame": {"shape": list(self.frame_shape), "dtype": "uint8"},
             "model_input": {"layout": self.model_input_layout,
                             "shape": list(self.model_input_shape)},
-            "host_emulation": "edgefuse.acl.build.aipp.AippSpec.emulate",
+            "host_emulation": "edgefuse.acl.compile.aipp.AippSpec.emulate",
         }
 
     @classmethod

@@ -12,7 +12,7 @@ import onnx
 import onnx.helper as oh
 from onnx import TensorProto, numpy_helper
 
-from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
 
 OPSET = 17

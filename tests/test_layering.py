@@ -23,8 +23,8 @@ PACKAGE = ROOT / "edgefuse"
 
 # Lowest first. A module belongs to the layer of its longest matching prefix; it may import its
 # own layer and the layers below. Folder names carry the architecture: reference/ is host ground
-# truth under every stage, acl/build/{soc,aipp,opsupport,precision}, acl/atc and acl/ops are the
-# Ascend knowledge the stages consult, acl/build/{prepare,compile} is the compile stage,
+# truth under every stage, acl/compile/{soc,aipp,opsupport,precision}, acl/atc and acl/ops are the
+# Ascend knowledge the stages consult, acl/compile/{prepare,compile} is the compile stage,
 # acl/session + fallback/ are the backends that runtime dispatches to, the records that travel
 # with a model (preprocess, model_info) are contracts every stage reads, the camera library
 # (vision/, one sub-package per job) sits above the runtime, and the apps and the demo are
@@ -35,16 +35,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "edgefuse._cv", "edgefuse._records", "edgefuse.nms")),
     ("contracts", ("edgefuse.session", "edgefuse.manifest", "edgefuse.model_source",
                    "edgefuse.preprocess", "edgefuse.model_info",
-                   "edgefuse.metrics", "edgefuse.models", "edgefuse.acl.build.aipp",
-                   "edgefuse.acl.build.soc", "edgefuse.acl.build.opsupport",
-                   "edgefuse.acl.build.precision", "edgefuse.acl.atc", "edgefuse.acl.ops",
+                   "edgefuse.metrics", "edgefuse.models", "edgefuse.acl.compile.aipp",
+                   "edgefuse.acl.compile.soc", "edgefuse.acl.compile.opsupport",
+                   "edgefuse.acl.compile.precision", "edgefuse.acl.atc", "edgefuse.acl.ops",
                    "edgefuse.acl.return_codes", "edgefuse.acl.gears")),
     ("reference", ("edgefuse.reference",)),
     ("convert", ("edgefuse.convert",)),
     ("optimize", ("edgefuse.optimize",)),
     ("verify", ("edgefuse.verify",)),
     ("quantize", ("edgefuse.quantize",)),
-    ("compile", ("edgefuse.acl.build.prepare", "edgefuse.acl.build.compile")),
+    ("compile", ("edgefuse.acl.compile.prepare", "edgefuse.acl.compile.compile")),
     ("backends", ("edgefuse.acl.session", "edgefuse.acl.resources", "edgefuse.fallback")),
     ("runtime", ("edgefuse.runtime",)),
     ("tools", ("edgefuse.benchmark", "edgefuse.doctor", "edgefuse.vision", "edgefuse.goldens",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.errors import InputError
 from edgefuse.manifest import (
     FORMAT,

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from edgefuse.acl.atc.runner import cann_version
-from edgefuse.acl.build.soc import KNOWN_SOCS
+from edgefuse.acl.compile.soc import KNOWN_SOCS
 from edgefuse.acl.gears import OmGears, select_gear
 from edgefuse.acl.resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resources, import_acl
 from edgefuse.acl.return_codes import (

@@ -16,8 +16,8 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.soc import KNOWN_SOCS, validate_soc
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.soc import KNOWN_SOCS, validate_soc
 from edgefuse.apps.config import DetectionConfig, SegmentationConfig, from_mapping
 from edgefuse.bundle.boards import BOARDS, DEFAULT_BOARD
 from edgefuse.bundle.spec_problems import SpecProblem, closest

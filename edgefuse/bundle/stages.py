@@ -32,9 +32,9 @@ from edgefuse import model_info
 from edgefuse._deps import require_torch
 from edgefuse._files import save_onnx
 from edgefuse.acl.atc.runner import cann_version, find_atc
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import compile_model
-from edgefuse.acl.build.precision import KeepFp32
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
+from edgefuse.acl.compile.precision import KeepFp32
 from edgefuse.apps.models import catalogue_info
 from edgefuse.bundle.cache import Cache, CachedOnly, Entry
 from edgefuse.bundle.digests import key_of, tool_versions, tree_sha256

@@ -23,16 +23,16 @@ import logging
 
 from edgefuse._files import check_outputs_spare_inputs
 from edgefuse.acl.atc.options import OUTPUT_TYPES, PRECISION_MODES
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import (
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import (
     DEFAULT_ATC_TIMEOUT_S,
     compile_model,
     custom_ops_text,
     run_instructions,
 )
-from edgefuse.acl.build.precision import NOTHING_KEPT, read_keep_fp32
-from edgefuse.acl.build.prepare import DEFAULT_TARGET_OPSET
-from edgefuse.acl.build.soc import KNOWN_SOCS
+from edgefuse.acl.compile.precision import NOTHING_KEPT, read_keep_fp32
+from edgefuse.acl.compile.prepare import DEFAULT_TARGET_OPSET
+from edgefuse.acl.compile.soc import KNOWN_SOCS
 
 logger = logging.getLogger("edgefuse.atc")
 

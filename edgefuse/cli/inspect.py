@@ -1,7 +1,7 @@
 """Check, per node, whether ATC's ONNX parser supports a model on an Ascend SoC (no CANN needed).
 
 Judges each node's op type at the model's opset against a table of CANN's registered ONNX parser
-plugins (edgefuse/acl/build/data/onnx_op_support.yaml, sources inside), plus known restrictions
+plugins (edgefuse/acl/compile/data/onnx_op_support.yaml, sources inside), plus known restrictions
 such as NonMaxSuppression's constant thresholds, custom domains and dynamic input dimensions.
 Exit 1 when a node would be refused.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from edgefuse.acl.build.opsupport import check_model
+from edgefuse.acl.compile.opsupport import check_model
 from edgefuse.convert.onnx_load import load_onnx
 
 

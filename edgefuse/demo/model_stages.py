@@ -27,7 +27,7 @@ import onnx
 
 from edgefuse import model_info
 from edgefuse._files import save_onnx
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.apps.models import catalogue_info
 from edgefuse.convert import convert
 from edgefuse.convert.torch_export import example_inputs_from_shapes, export_unfused

@@ -27,7 +27,7 @@ import onnx.helper
 import onnx.numpy_helper
 import onnx.shape_inference
 
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.acl.ops.yolo_head.spec import NAME as YOLO_HEAD
 from edgefuse.acl.ops.yolo_head.spec import candidate_capacity

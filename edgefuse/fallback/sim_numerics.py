@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from edgefuse.acl.build.precision import CUBE_OPS
+from edgefuse.acl.compile.precision import CUBE_OPS
 from edgefuse.reference.compare import Agreement
 from edgefuse.reference.fp16 import FP16_MAX, fp16_storage_model, has_fp16, tensor_types
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from edgefuse.acl.build.prepare import host_runnable
+from edgefuse.acl.compile.prepare import host_runnable
 from edgefuse.acl.gears import OmGears, gears_from_manifest, select_gear
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import BackendUnavailableError, ModelLoadError, Ref

@@ -18,7 +18,7 @@ import dataclasses
 import numbers
 import re
 
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.errors import InputError, Ref
 
 DEFAULT_SIM_SOC = "Ascend310B4"

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
 
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.errors import InputError, Ref
 from edgefuse.optimize import passes
 from edgefuse.optimize._recording import RecordingRule
@@ -40,7 +40,7 @@ class Pipeline:
 def pipeline_for(target: str) -> Pipeline:
     """The pipeline for ``target``: 'cpu' and 'gpu' share the host rules.
 
-    An Ascend soc (``Ascend310B4``; validated against edgefuse.acl.build.soc) runs the host
+    An Ascend soc (``Ascend310B4``; validated against edgefuse.acl.compile.soc) runs the host
     rules, then ASCEND_RULES, whose edgefuse custom ops then get their ONNX functions attached.
     """
     ascend = target.lower().startswith("ascend")

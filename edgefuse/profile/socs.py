@@ -17,7 +17,7 @@ project's reference notes, ascend-toolchain.md section 7.1):
 - the Vector unit's peak is not published for this SoC (Ascend C documents a Vector iteration
   as 256 bytes, not its rate), so vector ops are bounded by memory traffic alone.
 
-Other SoCs of edgefuse's list (edgefuse.acl.build.soc) are left out: their peak figures were not
+Other SoCs of edgefuse's list (edgefuse.acl.compile.soc) are left out: their peak figures were not
 found in a source of this kind (Ascend310B1 boards ship at several clock levels, 8T and 20T,
 under the same name, so no single figure describes them).
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.errors import InputError, Ref
 
 

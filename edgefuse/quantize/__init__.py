@@ -26,7 +26,7 @@ from edgefuse._files import (
     save_onnx,
     write_text,
 )
-from edgefuse.acl.build.precision import plan_keep_fp32
+from edgefuse.acl.compile.precision import plan_keep_fp32
 from edgefuse.convert.onnx_load import check_output_shapes, load_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.optimize import OPTIMIZED_KEY, OptimizeResult, optimize

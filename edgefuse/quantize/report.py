@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from edgefuse.acl.build.precision import KeepFp32, KeepPlan
+from edgefuse.acl.compile.precision import KeepFp32, KeepPlan
 from edgefuse.quantize.policy import Decision
 from edgefuse.reference.compare import OutputAgreement
 

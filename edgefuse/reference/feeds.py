@@ -35,7 +35,7 @@ import onnx
 from edgefuse import model_info
 from edgefuse._checks import integer_at_least
 from edgefuse._deps import require
-from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.errors import InputError, Ref
 from edgefuse.preprocess import Preprocess
 from edgefuse.session import FeedChecker, TensorSpec

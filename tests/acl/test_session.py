@@ -15,8 +15,8 @@ import pytest
 from acl_standin import AclStandIn, FakeOm, FakeTensor
 
 from edgefuse import open_session
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.resources import RUNTIME
 from edgefuse.acl.return_codes import AclError
 from edgefuse.acl.session import AclSession

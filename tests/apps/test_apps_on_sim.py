@@ -11,8 +11,8 @@ import onnx.helper as oh
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.cli.main import main
 from edgefuse.model_info import AppInfo, embed
 from edgefuse.testing import assert_detections_match, assert_masks_match

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.cli import main as cli_main
 from edgefuse.errors import InputError
 from edgefuse.fallback.ort_session import OrtSession

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.convert import convert
 from tests.convert.graphs import dynamo_upsample, dynamo_view, ort_run, with_symbolic_batch
 

@@ -7,7 +7,7 @@ import onnx
 import pytest
 
 from edgefuse import open_session
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.fallback.sim_numerics import within_prediction
 from edgefuse.manifest import read_manifest
 from edgefuse.models import CATALOGUE

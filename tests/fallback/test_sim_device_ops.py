@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, numpy_helper
 
 from edgefuse import open_session
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.ops.yolo_head.spec import YOLO_HEAD, candidate_capacity
 from edgefuse.fallback.sim_device_ops import pad_nms_like_cann
 from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head

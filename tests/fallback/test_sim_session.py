@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, numpy_helper
 
 from edgefuse import open_session
-from edgefuse.acl.build.compile import compile_model
-from edgefuse.acl.build.precision import KeepFp32
+from edgefuse.acl.compile.compile import compile_model
+from edgefuse.acl.compile.precision import KeepFp32
 from edgefuse.acl.session import AclSession
 from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError
 from edgefuse.fallback.sim_numerics import plan_numerics
@@ -259,7 +259,7 @@ def _normalized(rgb: np.ndarray, shift: float = 0.0) -> np.ndarray:
 @pytest.mark.parametrize("input_format", ["RGB888", "BGR888", "YUV420SP"])
 def test_an_aipp_frame_on_sim_matches_numpy_preprocessing_on_cpu(tmp_path, input_format):
     optional("cv2")  # AippSpec.frame_from_bgr resizes with OpenCV
-    from edgefuse.acl.build.aipp import AippSpec
+    from edgefuse.acl.compile.aipp import AippSpec
     from edgefuse.testing import assert_outputs_close
 
     spec = AippSpec.from_dict({"input_format": input_format, "source_size": [36, 34],
@@ -303,7 +303,7 @@ def test_the_aipp_output_reaches_the_network_in_fp16_on_sim_only(tmp_path):
     """AIPP hands the AI Core FP16 whatever the precision mode: an FP32-exact build of an
     identity shows the normalised frame, every value an FP16 number on sim and within FP16
     rounding of (pixel - mean) / std computed here; the cpu backend keeps float32."""
-    from edgefuse.acl.build.aipp import AippSpec
+    from edgefuse.acl.compile.aipp import AippSpec
 
     spec = AippSpec.from_dict({"input_format": "RGB888", "source_size": [8, 8],
                                "mean": list(MEAN), "std": list(STD)})

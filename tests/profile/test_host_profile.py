@@ -8,7 +8,7 @@ import json
 import onnx
 import pytest
 
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.optimize import optimize
 from edgefuse.profile.run import profile
 from tests.profile.models import BN_FLOPS, CONV_FLOPS, RELU_FLOPS, conv_bn_relu

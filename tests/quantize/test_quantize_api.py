@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 import edgefuse
-from edgefuse.acl.build.precision import read_keep_fp32
+from edgefuse.acl.compile.precision import read_keep_fp32
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 from edgefuse.optimize import optimize

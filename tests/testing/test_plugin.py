@@ -15,7 +15,7 @@ import onnx.helper as oh
 import pytest
 from onnx import TensorProto, numpy_helper
 
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.cli import main as cli_main
 from edgefuse.reference.recording import load_recording, make_recording
 from tests.model_builders import IR_VERSION, OPSET, save

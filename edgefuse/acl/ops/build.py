@@ -31,7 +31,7 @@ from pathlib import Path
 
 from edgefuse._files import temporary_directory_in
 from edgefuse.acl.atc.runner import cann_version
-from edgefuse.acl.build.soc import Soc, validate_soc
+from edgefuse.acl.compile.soc import Soc, validate_soc
 from edgefuse.acl.ops import _render, _scripts
 from edgefuse.acl.ops.registry import ALL_OPS
 from edgefuse.acl.ops.spec import DOMAIN, OpSpec

@@ -34,7 +34,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.acl.ops.spec import OpSpec
 from edgefuse.acl.ops.toolkit import CANN_RANGE
 from edgefuse.errors import Ref, ToolError

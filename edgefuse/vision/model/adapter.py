@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from edgefuse import model_info
-from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.convert.onnx_load import load_onnx
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import AippRecord, BuildManifest

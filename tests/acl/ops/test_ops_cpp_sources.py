@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.acl.ops.build import project_files
 from edgefuse.acl.ops.registry import ALL_OPS
 

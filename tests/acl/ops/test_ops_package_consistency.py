@@ -17,7 +17,7 @@ import onnx
 import onnx.defs
 import pytest
 
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.acl.ops import _render
 from edgefuse.acl.ops.build import project_files
 from edgefuse.acl.ops.registry import ALL_OPS, select_ops

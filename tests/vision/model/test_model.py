@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import pytest
 
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.errors import InputError
 from edgefuse.model_info import AppInfo, embed
 from edgefuse.vision.detect.detector import Detector

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from edgefuse.acl.build.precision import (
+from edgefuse.acl.compile.precision import (
     KeepFp32,
     origin_dtype_warning,
     plan_precision,

@@ -12,7 +12,7 @@ Saturating CSC results to 0..255 is edgefuse's assumption (8-bit data path), not
 import numpy as np
 import pytest
 
-from edgefuse.acl.build.aipp import AippSpec
+from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.errors import InputError
 from tests.needs import optional
 

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.ops.registry import ALL_OPS
 from edgefuse.acl.ops.spec import register_onnx_schemas
 from edgefuse.acl.ops.swish.spec import SWISH

@@ -38,7 +38,7 @@ import numpy as np
 import onnx
 
 from edgefuse._graph_walk import all_nodes
-from edgefuse.acl.build.opsupport import DEFAULT_DOMAINS, load_table, opset_imports
+from edgefuse.acl.compile.opsupport import DEFAULT_DOMAINS, load_table, opset_imports
 from edgefuse.acl.ops.host import inline_custom_ops
 from edgefuse.acl.ops.registry import OPS_BY_NAME
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN

@@ -25,7 +25,7 @@ import onnx
 import yaml
 
 from edgefuse._graph_walk import all_nodes
-from edgefuse.acl.build.soc import validate_soc
+from edgefuse.acl.compile.soc import validate_soc
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -206,7 +206,7 @@ def format_ranges(values: Iterable[int]) -> str:
 @functools.cache
 def load_table() -> OpSupportTable:
     """The packaged table, parsed once."""
-    text = importlib.resources.files("edgefuse.acl.build").joinpath("data/onnx_op_support.yaml")
+    text = importlib.resources.files("edgefuse.acl.compile").joinpath("data/onnx_op_support.yaml")
     data = yaml.safe_load(text.read_text(encoding="utf-8"))
     restrictions = {
         rid: Restriction(

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from edgefuse.acl.build.soc import KNOWN_SOCS, detect_soc, parse_npu_smi_info, validate_soc
+from edgefuse.acl.compile.soc import KNOWN_SOCS, detect_soc, parse_npu_smi_info, validate_soc
 from edgefuse.errors import InputError, ToolError
 
 pytestmark = pytest.mark.unit

@@ -34,7 +34,7 @@ from typing import Any
 import onnx
 
 from edgefuse.acl.atc.options import KEEP_DTYPE_IGNORED_MODES, MIXED_PRECISION_MODES
-from edgefuse.acl.build.opsupport import load_table, opset_imports
+from edgefuse.acl.compile.opsupport import load_table, opset_imports
 from edgefuse.errors import InputError, Ref
 
 KEEP_DTYPE_FILE = "keep_dtype.cfg"

@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 import pytest
 
-from edgefuse.acl.build.prepare import make_gears, prepare_for_atc
+from edgefuse.acl.compile.prepare import make_gears, prepare_for_atc
 from edgefuse.convert.opset_downgrade import DowngradeError, downgrade
 from edgefuse.errors import InputError
 from edgefuse.reference.feeds import input_specs, random_feeds
@@ -143,7 +143,7 @@ def test_mmdeploy_style_custom_domain_is_moved_to_the_registered_default_domain(
 def test_a_model_with_edgefuse_swish_comes_down_to_11_like_any_other():
     # The Swish plugin registers ai.onnx::8..18::Swish, so the node passes through the
     # down-conversion as it is; its decomposition (a function that imports opset 18) goes.
-    from edgefuse.acl.build.compile import edgefuse_plugins  # noqa: PLC0415
+    from edgefuse.acl.compile.compile import edgefuse_plugins  # noqa: PLC0415
     from edgefuse.acl.ops.host import attach_functions  # noqa: PLC0415
 
     rng = np.random.default_rng(1)
@@ -208,7 +208,7 @@ def test_image_size_gears_relax_h_and_w():
 
 
 def test_a_converter_that_changes_the_math_is_caught(monkeypatch):
-    import edgefuse.acl.build.prepare as prepare_module
+    import edgefuse.acl.compile.prepare as prepare_module
 
     def wrong_downgrade(model, target, opaque=()):
         changed = downgrade(model, target, opaque=opaque)

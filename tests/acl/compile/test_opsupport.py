@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 import pytest
 
-from edgefuse.acl.build.opsupport import (
+from edgefuse.acl.compile.opsupport import (
     PREDICATES,
     check_model,
     format_ranges,

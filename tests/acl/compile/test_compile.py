@@ -10,8 +10,8 @@ import onnx
 import pytest
 
 from edgefuse._version import __version__
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.cli import main as cli_main
 from edgefuse.cli.main import main
 from edgefuse.manifest import read_manifest

@@ -46,9 +46,9 @@ from edgefuse._graph_walk import all_nodes
 from edgefuse._version import __version__
 from edgefuse.acl.atc.options import OUTPUT_TYPES, AtcOptions
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
-from edgefuse.acl.build.aipp import AippSpec
-from edgefuse.acl.build.opsupport import OpSupportReport, check_model, load_table
-from edgefuse.acl.build.precision import (
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.opsupport import OpSupportReport, check_model, load_table
+from edgefuse.acl.compile.precision import (
     KEEP_DTYPE_FILE,
     MIXLIST_FILE,
     NOTHING_KEPT,
@@ -56,7 +56,7 @@ from edgefuse.acl.build.precision import (
     origin_dtype_warning,
     plan_keep_fp32,
 )
-from edgefuse.acl.build.prepare import (
+from edgefuse.acl.compile.prepare import (
     DEFAULT_TARGET_OPSET,
     Gears,
     PreparedModel,
@@ -64,7 +64,7 @@ from edgefuse.acl.build.prepare import (
     make_gears,
     prepare_for_atc,
 )
-from edgefuse.acl.build.soc import detect_soc, validate_soc
+from edgefuse.acl.compile.soc import detect_soc, validate_soc
 from edgefuse.acl.ops import installed
 from edgefuse.acl.ops.build import VENDOR
 from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from edgefuse.acl.build.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.ops.host import inline_custom_ops
 from edgefuse.convert import convert
 from edgefuse.models import CATALOGUE
