@@ -7,8 +7,11 @@ or a user's. One ``Tracked`` per stream: its tracker's IDs, its lines' counts an
 dwell times are that camera's own.
 
 Per frame: the detector's boxes, then ByteTrack IDs, then line crossings and zone entries/exits
-as events (each stamped with the stream's name and the frame's capture time) handed to every
-publisher (MQTT, webhook) and listed in the frame's JSON record, with the running counts.
+as events (each stamped with the stream's name and the frame's capture times: ``time``, the wall
+clock, and ``mono``, the monotonic clock) handed to every publisher (MQTT, webhook) and listed in
+the frame's JSON record, with the running counts. Zones measure dwell on the frames' media time
+(``frames.media_time``: a file's pts, else the monotonic capture clock), never on the wall clock,
+which a board steps when NTP first answers.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.overlay import label_of
 from edgefuse.vision.draw.panel import draw_panel, panel_rect
 from edgefuse.vision.draw.text import TextStyle
-from edgefuse.vision.streams.frames import Frame
+from edgefuse.vision.streams.frames import Frame, media_time
 from edgefuse.vision.track.byte_tracker import ByteTracker, Tracks
 
 TRAIL = 30  # anchor points kept per track for drawing
@@ -98,15 +101,16 @@ class Tracked:
             self.check_within(frame.image.shape[1], frame.image.shape[0])
         detections = self.task.postprocess(outputs, geometry)
         tracks = self.tracker.update(detections)
-        when = frame.time if frame is not None else time.time()
+        wall = frame.time if frame is not None else time.time()
+        mono = frame.clock if frame is not None else time.perf_counter()
         names = list(self.task.class_names)
         events = []
         for line in self.lines:
             events += line.update(tracks, names)
         for zone in self.zones:
-            events += zone.update(tracks, when, names)
+            events += zone.update(tracks, media_time(frame) if frame is not None else mono, names)
         for event in events:
-            event.update(stream=self.stream, time=round(when, 3))
+            event.update(stream=self.stream, time=round(wall, 3), mono=round(mono, 3))
         if events and self.on_events is not None and frame is not None:
             self.on_events(events, frame, tracks)  # e.g. adds each event's snapshot
         for event in events:

@@ -86,7 +86,48 @@ def test_zone_dwell_uses_the_frames_capture_time():
     tracked = Tracked(_Scripted(boxes), zones=[zone])
     for index in range(6):
         frame = Frame(index=index, image=np.zeros((1, 1, 3), np.uint8), time=50.0 + 2 * index,
-                      clock=0.0)
+                      clock=7.0 + 2 * index)
         tracked.postprocess({}, None, frame)
-    # ByteTrack confirms tracks of its first frame at once: inside since t = 50; now t = 60
-    assert list(zone.dwell(60.0).values()) == [pytest.approx(10.0)]
+    # ByteTrack confirms tracks of its first frame at once: inside since clock 7; now 17
+    assert list(zone.dwell(17.0).values()) == [pytest.approx(10.0)]
+
+
+def _one_box(x: float) -> Detections:
+    return Detections(np.array([[x, 20, x + 60, 50]], np.float32), np.array([0.9], np.float32),
+                      np.array([0]))
+
+
+WALK_OUT = [_one_box(20)] * 5 + [_one_box(45), _one_box(75), _one_box(75)]  # out at frame 6
+
+
+@pytest.mark.parametrize("step_s", [-3600.0, 86400.0, -1.7e9])
+def test_dwell_is_right_when_the_wall_clock_steps_mid_stay(step_s):
+    """The wall clock steps (back an hour, forward a day, from 2023 to 1970) while an object is
+    in the zone: dwell is its 6 s on the monotonic clock; the events' ``time`` shows the wall
+    clock (with the step) and ``mono`` the monotonic one."""
+    boxes = WALK_OUT
+    zone = Zone("bay", [(0, 0), (100, 0), (100, 100), (0, 100)], confirm_frames=1)
+    tracked = Tracked(_Scripted(boxes), zones=[zone])
+    events = []
+    for index in range(len(boxes)):
+        wall = 1_700_000_000.0 + index + (step_s if index >= 2 else 0.0)
+        frame = Frame(index=index, image=np.zeros((1, 1, 3), np.uint8), time=wall,
+                      clock=3000.0 + index)
+        events += tracked.postprocess({}, None, frame).events
+    assert [e["type"] for e in events] == ["zone_entered", "zone_left"]
+    assert events[1]["dwell_s"] == pytest.approx(6.0)  # entered at clock 3000, left at 3006
+    assert events[1]["mono"] == pytest.approx(3006.0)
+    assert events[1]["time"] == pytest.approx(1_700_000_006.0 + step_s)
+
+
+def test_a_file_sources_dwell_is_in_its_own_media_time():
+    """A file read faster than real time: dwell in its pts, not in how fast it was read."""
+    boxes = WALK_OUT
+    zone = Zone("bay", [(0, 0), (100, 0), (100, 100), (0, 100)], confirm_frames=1)
+    tracked = Tracked(_Scripted(boxes), zones=[zone])
+    events = []
+    for index in range(len(boxes)):
+        frame = Frame(index=index, image=np.zeros((1, 1, 3), np.uint8), time=1e9 + index / 1e3,
+                      clock=10.0 + index / 1e3, pts=index / 25)
+        events += tracked.postprocess({}, None, frame).events
+    assert events[1]["dwell_s"] == pytest.approx(0.24)  # 6 frames at 25 fps
