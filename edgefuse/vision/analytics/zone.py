@@ -78,6 +78,10 @@ class Zone:
                              f"{width}x{height} frame", reference=Ref.BAD_CONFIG,
                              hint="zone points are pixels of the source frame")
 
+    def rescale(self, scale_x: float, scale_y: float) -> None:
+        """The polygon in a frame scaled by ``scale_x``, ``scale_y`` (who is inside is kept)."""
+        self.polygon = self.polygon * np.array([scale_x, scale_y])
+
     def occupancy(self) -> dict[str, int]:
         counts = Counter(p.class_label for p in self._presence.values() if p.inside)
         return dict(sorted(counts.items()))
