@@ -555,9 +555,13 @@ def _video(path: str, stride: int, live: bool | None) -> Source:
     def opener() -> Any:
         capture = cv2().VideoCapture(path)
         if not capture.isOpened():
+            cut_short = ("an MP4/MOV file cut short (a copy or a recording that did not finish) "
+                         "has no index (its 'moov atom') and no frame of it can be read; "
+                         "record to MKV or fragmented MP4 to keep what came before a cut. "
+                         if Path(path).suffix.lower() in (".mp4", ".mov", ".m4v") else "")
             raise InputError(f"cannot open the video '{path}'",
-                             hint="check the file with another player; OpenCV reads what its "
-                                  "FFmpeg can decode", reference=_REF)
+                             hint=f"{cut_short}check the file with another player; OpenCV "
+                                  "reads what its FFmpeg can decode", reference=_REF)
         return capture
 
     if live:

@@ -9,9 +9,7 @@ knows which frames came. The run ends when the script's last frame reaches the s
 from __future__ import annotations
 
 import http.server
-import socketserver
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -22,26 +20,12 @@ from edgefuse.vision.streams.pipeline import Pipeline
 from edgefuse.vision.streams.sinks import CallbackSink
 from edgefuse.vision.streams.sources import LiveSource, Reconnect, open_source
 from tests.needs import optional
+from tests.vision.streams.scripted_camera import ScriptedCamera, bare_part, jpeg, part
 
 pytestmark = pytest.mark.unit
 
 cv2 = optional("cv2")
 LAST = 250  # the brightness of the script's last frame
-
-
-def jpeg(level: int, size: tuple[int, int] = (48, 64)) -> bytes:
-    return cv2.imencode(".jpg", np.full((*size, 3), level, np.uint8))[1].tobytes()
-
-
-def part(data: bytes, length: int | None = None) -> bytes:
-    length = len(data) if length is None else length
-    return (b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n" % length
-            + data + b"\r\n")
-
-
-def bare_part(data: bytes) -> bytes:
-    """A part without Content-Length: its end is the next boundary."""
-    return b"--frame\r\nContent-Type: image/jpeg\r\n\r\n" + data + b"\r\n"
 
 
 GOOD_1 = [10, 20, 30, 40, 50, 60]
@@ -58,52 +42,6 @@ FIRST_CONNECTION = [  # frames 10..60, 4 broken parts, a run of garbage, a size 
     part(jpeg(97)[:200], length=len(jpeg(97))), part(jpeg(50, (96, 128))),
     part(jpeg(60, (96, 128)))]  # ... then the connection is closed: the transport broke
 SECOND_CONNECTION = [part(jpeg(level, (96, 128))) for level in GOOD_2]
-
-
-class ScriptedCamera:
-    """Serves FIRST_CONNECTION to the first client, then closes (the transport breaks), and
-    SECOND_CONNECTION to the next, then holds it open until ``stop``; one part every few
-    milliseconds (the camera's own pace); a later client gets 503."""
-
-    def __init__(self) -> None:
-        self.connections = 0
-        self.done = threading.Event()
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                scripts = [FIRST_CONNECTION, SECOND_CONNECTION]
-                if owner.connections >= len(scripts):
-                    self.send_error(503)
-                    return
-                script = scripts[owner.connections]
-                owner.connections += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
-                self.end_headers()
-                for chunk in script:
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
-                    time.sleep(0.01)  # the camera's pace, not a wait in the test
-                if script is SECOND_CONNECTION:
-                    owner.done.wait(30)
-                self.close_connection = True
-
-        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/video.mjpg"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    def stop(self) -> None:
-        self.done.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class Levels:
@@ -124,7 +62,7 @@ class Levels:
 
 
 def test_bad_parts_and_garbage_are_skipped_and_counted_and_a_broken_transport_reconnects():
-    camera = ScriptedCamera()
+    camera = ScriptedCamera([FIRST_CONNECTION, SECOND_CONNECTION])
     seen = []
 
     def collect(result):
