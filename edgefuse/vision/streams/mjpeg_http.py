@@ -15,8 +15,10 @@ size, so a camera that switches resolution mid-stream just delivers frames of th
 A JPEG whose entropy-coded data is damaged but whose markers are intact decodes to a damaged
 picture (libjpeg only warns): that is not caught here.
 
-A server that answers with anything but a multipart stream (an MP4 or HLS over HTTP) is no MJPEG
-camera: ``NotMjpeg`` tells the caller to open it with OpenCV instead.
+A server that answers with anything but a multipart stream (an MP4 or HLS over HTTP), with
+another status than 200 (a digest login), or whose TLS certificate does not verify (a camera's
+self-signed one; FFmpeg does not verify by default) is left to OpenCV's FFmpeg, as before:
+``NotMjpeg`` tells the caller so.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
+import ssl
 import urllib.parse
 from typing import Any
 
@@ -210,6 +213,9 @@ def _connect(url: str, timeout_s: float) -> tuple[http.client.HTTPConnection, An
     try:
         connection.request("GET", target, headers=headers)
         response = connection.getresponse()
+    except ssl.SSLError as exc:  # e.g. a camera's self-signed certificate: FFmpeg's, as before
+        connection.close()
+        raise NotMjpeg(f"TLS: {exc}") from exc
     except _TRANSPORT_ERRORS as exc:  # TimeoutError is an OSError
         connection.close()
         raise InputError(f"cannot open the stream '{url}': {exc}",

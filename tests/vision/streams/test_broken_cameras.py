@@ -118,3 +118,27 @@ def test_a_url_that_serves_no_decodable_frame_is_refused_before_the_run():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_http_url_that_is_no_mjpeg_camera_is_left_to_ffmpeg():
+    """A page (200 text/html) is no multipart stream: FFmpeg is asked, and refuses it as before."""
+    class Page(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>a login page</html>")
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        with pytest.raises(InputError, match="cannot open the stream"):
+            open_source(f"http://127.0.0.1:{server.server_address[1]}/index.html",
+                        reconnect=Reconnect(timeout_s=5))
+    finally:
+        server.shutdown()
+        server.server_close()
