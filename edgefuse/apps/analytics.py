@@ -265,13 +265,15 @@ class AnalyticsSetup:
         """A stream went ``down``, came ``up`` or was ``lost``: the event ``stream_<state>`` to
         every publisher and to the stream's JSON Lines (``journal``), counted in
         ``stream_events``, and the live state (the run's health) follows it."""
-        event = {"type": f"stream_{state}", "stream": stream, "time": round(time.time(), 3)}
+        event = {"type": f"stream_{state}", "stream": stream, "time": round(time.time(), 3),
+                 "mono": round(time.perf_counter(), 3)}
         if detail:
             event["detail"] = detail
         for publisher in self.publishers:
             publisher.publish(event)
         if journal is not None:
-            journal.note({"stream": stream, "time": event["time"], "events": [event]})
+            journal.note({"stream": stream, "time": event["time"], "mono": event["mono"],
+                          "events": [event]})
         with self._lock:
             self.stream_events[(stream, event["type"])] += 1
         self.state.source_state(stream, state)
@@ -292,7 +294,8 @@ class AnalyticsSetup:
             publisher.publish(event)
         journal = self.journals.get(event.get("stream", ""))
         if journal is not None:
-            journal.note({"stream": event["stream"], "time": event["time"], "events": [event]})
+            journal.note({"stream": event["stream"], "time": event["time"],
+                          "mono": event.get("mono"), "events": [event]})
 
     def close(self) -> None:
         if self.media is not None:

@@ -315,7 +315,8 @@ def live_stats(stats: PipelineStats) -> dict[str, Any]:
     shown: dict[str, Any] = {"fps": round(snapshot.fps, 2),
                              "dropped": snapshot.counters.get("dropped", 0),
                              "reconnects": snapshot.counters.get("reconnects", 0),
-                             "drops": snapshot.counters.get("drops", 0)}
+                             "drops": snapshot.counters.get("drops", 0),
+                             "decode_errors": snapshot.counters.get("decode_errors", 0)}
     if latency is not None:
         shown.update(latency_p50_ms=round(latency.p50_ms, 2),
                      latency_p95_ms=round(latency.p95_ms, 2))

@@ -33,7 +33,8 @@ def _valid_records(path):
 @pytest.mark.unit
 def test_the_schema_refuses_the_old_size_and_a_track_without_its_detection():
     validator = jsonschema.Draft202012Validator(json.loads(RECORD_SCHEMA.read_text()))
-    record = {"frame": 0, "time": 1.0, "pts": 0.0, "size": {"width": 64, "height": 48},
+    record = {"frame": 0, "time": 1.0, "mono": 2.0, "pts": 0.0,
+              "size": {"width": 64, "height": 48},
               "timings_ms": {}, "latency_ms": 1.0}
     assert validator.is_valid(record)
     assert not validator.is_valid({**record, "size": [48, 64]})

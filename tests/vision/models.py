@@ -79,6 +79,36 @@ def yolov8_output(classes: int = 2, anchors: int = 64) -> np.ndarray:
     return out
 
 
+def brightness_box_model(size: int = 32, box: tuple[float, float, float] = (16, 16, 8),
+                         anchors: int = 8) -> onnx.ModelProto:
+    """A yolov8-layout detector of 2 classes ([1, 3, size, size] -> [1, 6, anchors]) that finds
+    one object (class 0, score 0.9) whose centre x is ``size`` x the mean of the input's lower
+    half: a flat grey frame of level v puts it at v / 255 of the width. A test (or a live
+    camera on 127.0.0.1) moves the object by the frame's brightness; the upper half is left out,
+    so the frame number strip of ``edgefuse.testing.mjpeg`` does not move it. ``box``: its centre y,
+    width and height, in input pixels."""
+    centre_y, width, height = box
+    value = np.zeros((1, 6, anchors), np.float32)
+    value[0, 1:5, 0] = [centre_y, width, height, 0.9]
+    direction = np.zeros((1, 6, anchors), np.float32)
+    direction[0, 0, 0] = size
+    nodes = [
+        oh.make_node("Slice", ["images", "start", "end", "axis"], ["lower"]),
+        oh.make_node("ReduceMean", ["lower"], ["mean"], keepdims=0),
+        oh.make_node("Mul", ["mean", "direction"], ["moved"]),
+        oh.make_node("Add", ["value", "moved"], ["output0"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([size // 2], np.int64), "start"),
+             numpy_helper.from_array(np.array([size], np.int64), "end"),
+             numpy_helper.from_array(np.array([2], np.int64), "axis"),
+             numpy_helper.from_array(value, "value"),
+             numpy_helper.from_array(direction, "direction")]
+    return _model(nodes, [oh.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                    [1, 3, size, size])],
+                  [oh.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 6, anchors])],
+                  inits)
+
+
 def write_clip(path: Path, frames: int = 12, size: tuple[int, int] = (48, 64),
                fps: float = 10.0) -> list[np.ndarray]:
     """An mp4 of a white square moving right on grey; returns the frames as decoded back."""

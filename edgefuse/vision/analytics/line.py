@@ -63,6 +63,16 @@ class LineCounter:
                              f"{width}x{height} frame", reference=Ref.BAD_CONFIG,
                              hint="line ends are pixels of the source frame")
 
+    def rescale(self, scale_x: float, scale_y: float) -> None:
+        """The line (its ends, margin and the tracks' settled points) in a frame scaled by
+        ``scale_x``, ``scale_y``: the same place in the picture at its new size."""
+        factors = np.array([scale_x, scale_y])
+        self.start, self.end = self.start * factors, self.end * factors
+        self.margin *= float(np.sqrt(scale_x * scale_y))
+        self._direction = (self.end - self.start) / float(np.hypot(*(self.end - self.start)))
+        for known in self._sides.values():
+            known.point = known.point * factors
+
     def update(self, tracks: Tracks, names: list[str] | None = None) -> list[dict[str, Any]]:
         """The crossings on this frame, as events; counts are updated."""
         self._frame += 1

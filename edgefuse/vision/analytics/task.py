@@ -7,20 +7,25 @@ or a user's. One ``Tracked`` per stream: its tracker's IDs, its lines' counts an
 dwell times are that camera's own.
 
 Per frame: the detector's boxes, then ByteTrack IDs, then line crossings and zone entries/exits
-as events (each stamped with the stream's name and the frame's capture time) handed to every
-publisher (MQTT, webhook) and listed in the frame's JSON record, with the running counts.
+as events (each stamped with the stream's name and the frame's capture times: ``time``, the wall
+clock, and ``mono``, the monotonic clock) handed to every publisher (MQTT, webhook) and listed in
+the frame's JSON record, with the running counts. Zones measure dwell on the frames' media time
+(``frames.media_time``: a file's pts, else the monotonic capture clock), never on the wall clock,
+which a board steps when NTP first answers.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from edgefuse.errors import InputError, Ref
 from edgefuse.metrics.detect import Detections
 from edgefuse.vision.analytics.anchors import anchor_points
 from edgefuse.vision.analytics.line import LineCounter
@@ -37,10 +42,13 @@ from edgefuse.vision.draw.labels import LabelPlacer
 from edgefuse.vision.draw.overlay import label_of
 from edgefuse.vision.draw.panel import draw_panel, panel_rect
 from edgefuse.vision.draw.text import TextStyle
-from edgefuse.vision.streams.frames import Frame
+from edgefuse.vision.streams.frames import Frame, media_time
 from edgefuse.vision.track.byte_tracker import ByteTracker, Tracks
 
+log = logging.getLogger(__name__)
+
 TRAIL = 30  # anchor points kept per track for drawing
+ASPECT_TOLERANCE = 0.01  # relative: 1280x720 -> 854x480 is the same picture, 640x480 is not
 
 
 class Publisher(Protocol):
@@ -73,6 +81,8 @@ class Tracked:
         self.lines, self.zones, self.publishers = list(lines), list(zones), list(publishers)
         self._trails: dict[int, collections.deque] = {}
         self._size_checked = not check_first_frame  # lines and zones against the first frame
+        self._size: tuple[int, int] | None = None  # (width, height) lines and zones are pixels of
+        self.resized = 0  # size changes the lines and zones were rescaled to
         self.events_total = 0
 
     def __getattr__(self, name: str) -> Any:  # layout, class_names, warm_up, session, ...
@@ -91,22 +101,61 @@ class Tracked:
         for item in [*self.lines, *self.zones]:
             item.check_within(width, height)
         self._size_checked = True
+        self._size = (width, height)
+
+    def follow_size(self, width: int, height: int) -> None:
+        """A frame of ``width`` x ``height`` after frames of another size (a camera that
+        switched resolution mid-stream): with the same aspect ratio it is the same picture
+        resampled, so lines, zones and tracks are rescaled with it (IDs and counts go on);
+        another aspect ratio is another crop of the scene, where lines and zones drawn in
+        pixels of the old one mean nothing, so the stream is refused (``error[bad-source]``)."""
+        old_width, old_height = self._size
+        if (width, height) == (old_width, old_height):
+            return
+        old_aspect, aspect = old_width / old_height, width / height
+        if abs(aspect - old_aspect) > ASPECT_TOLERANCE * old_aspect:
+            raise InputError(
+                f"stream {self.stream!r}: the frame size changed from {old_width}x{old_height} "
+                f"to {width}x{height} mid-stream; its lines and zones are pixels of "
+                f"{old_width}x{old_height}, and another aspect ratio is another crop of the "
+                "scene, onto which they cannot be mapped",
+                hint="keep the camera at one resolution (a change of resolution with the same "
+                     "aspect ratio is followed: lines and zones are rescaled)",
+                reference=Ref.BAD_SOURCE)
+        scale_x, scale_y = width / old_width, height / old_height
+        for item in [*self.lines, *self.zones]:
+            item.rescale(scale_x, scale_y)
+        self.tracker.rescale(scale_x, scale_y)
+        for trail in self._trails.values():
+            trail.extend([(x * scale_x, y * scale_y) for x, y in
+                          [trail.popleft() for _ in range(len(trail))]])
+        log.warning("%s: the frame size changed from %dx%d to %dx%d mid-stream; lines and zones "
+                    "rescaled with it", self.stream, old_width, old_height, width, height)
+        self._size = (width, height)
+        self.resized += 1
 
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Any,
                     frame: Frame | None = None) -> TrackedResult:
-        if not self._size_checked and frame is not None:
-            self.check_within(frame.image.shape[1], frame.image.shape[0])
+        if frame is not None and (self.lines or self.zones):
+            size = (frame.image.shape[1], frame.image.shape[0])
+            if not self._size_checked:
+                self.check_within(*size)
+            elif self._size is None:  # not checked, by the caller's choice: the size is noted
+                self._size = size
+            else:
+                self.follow_size(*size)
         detections = self.task.postprocess(outputs, geometry)
         tracks = self.tracker.update(detections)
-        when = frame.time if frame is not None else time.time()
+        wall = frame.time if frame is not None else time.time()
+        mono = frame.clock if frame is not None else time.perf_counter()
         names = list(self.task.class_names)
         events = []
         for line in self.lines:
             events += line.update(tracks, names)
         for zone in self.zones:
-            events += zone.update(tracks, when, names)
+            events += zone.update(tracks, media_time(frame) if frame is not None else mono, names)
         for event in events:
-            event.update(stream=self.stream, time=round(when, 3))
+            event.update(stream=self.stream, time=round(wall, 3), mono=round(mono, 3))
         if events and self.on_events is not None and frame is not None:
             self.on_events(events, frame, tracks)  # e.g. adds each event's snapshot
         for event in events:

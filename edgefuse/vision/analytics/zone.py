@@ -4,7 +4,9 @@ Why per-track state with hysteresis: occupancy from one frame's boxes is easy, b
 exits and dwell need to know each track's history, and an anchor on the border flickers in and
 out. A track's state changes only after ``confirm_frames`` consecutive frames on the other side
 (DeepStream's nvdsanalytics ROI filtering uses a similar frame count); dwell is measured in the
-frames' own capture times, so a slow pipeline does not stretch it.
+frames' own times (their media time: a file's pts, a camera's monotonic capture clock), so a slow
+pipeline does not stretch it and a wall-clock step (NTP's first answer on a board that booted in
+1970) does not make it negative or a day long.
 """
 
 from __future__ import annotations
@@ -76,13 +78,18 @@ class Zone:
                              f"{width}x{height} frame", reference=Ref.BAD_CONFIG,
                              hint="zone points are pixels of the source frame")
 
+    def rescale(self, scale_x: float, scale_y: float) -> None:
+        """The polygon in a frame scaled by ``scale_x``, ``scale_y`` (who is inside is kept)."""
+        self.polygon = self.polygon * np.array([scale_x, scale_y])
+
     def occupancy(self) -> dict[str, int]:
         counts = Counter(p.class_label for p in self._presence.values() if p.inside)
         return dict(sorted(counts.items()))
 
     def update(self, tracks: Tracks, time: float,
                names: list[str] | None = None) -> list[dict[str, Any]]:
-        """Entries and exits confirmed on this frame (at capture ``time``), as events."""
+        """Entries and exits confirmed on this frame (at ``time``: a clock that never steps, in
+        seconds; dwell is differences of it), as events."""
         self._frame += 1
         events = []
         inside = points_in_polygon(anchor_points(tracks.boxes, self.anchor), self.polygon)

@@ -14,9 +14,9 @@ finishes its open clips with the post-roll it got. A clip that cannot be written
 is removed, logged and counted (``failed``), and the stream goes on: a camera must not stop
 because its event store did.
 
-The stream's clock is the frames' media time (``sinks.media_time``: a file's pts, a camera's
-capture time), so a file processed faster than real time still gets clips of ``pre_s`` +
-``post_s`` seconds of its own video.
+The stream's clock is the frames' media time (``frames.media_time``: a file's pts, a camera's
+monotonic capture clock, which a wall-clock step does not move), so a file processed faster than
+real time still gets clips of ``pre_s`` + ``post_s`` seconds of its own video.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import numpy as np
 
 from edgefuse.vision.media.h264 import KEYFRAME_S, H264Encoder, Mp4File
 from edgefuse.vision.media.ring import PacketRing
-from edgefuse.vision.streams.frames import FrameResult
-from edgefuse.vision.streams.sinks import Describe, Sink, media_time
+from edgefuse.vision.streams.frames import FrameResult, media_time
+from edgefuse.vision.streams.sinks import Describe, Sink
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,7 @@ from edgefuse.vision.media.clips import ClipOptions, ClipRecorder
 from edgefuse.vision.media.h264 import h264_available
 from edgefuse.vision.media.retention import RetainedFolder, Retention
 from edgefuse.vision.media.snapshots import media_stem, write_snapshot
-from edgefuse.vision.streams.frames import Frame
-from edgefuse.vision.streams.sinks import media_time
+from edgefuse.vision.streams.frames import Frame, media_time
 from edgefuse.vision.streams.staging import free_name, remove_leftovers
 
 log = logging.getLogger(__name__)
@@ -112,7 +111,8 @@ class EventMedia:
     def clip_ready(self, event: dict[str, Any], path: Path) -> None:
         self.retained.add(path)
         ready = {"type": "clip_ready", "stream": event.get("stream"),
-                 "time": round(time.time(), 3), "event": event.get("type"),
+                 "time": round(time.time(), 3), "mono": round(time.perf_counter(), 3),
+                 "event": event.get("type"),
                  "event_time": event.get("time"), "track_id": event.get("track_id"),
                  "clip": self.relative(path)}
         if "snapshot" in event:

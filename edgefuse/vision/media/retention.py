@@ -5,6 +5,11 @@ board's eMMC from filling when a busy scene makes hundreds of events an hour. Th
 go first (by modification time, which is when each was written whole), checked after every
 write, so the folder never stays over its limit by more than the file just written. Only files this
 module's owners wrote (``event media`` names) are ever counted or deleted.
+
+Why a file written by this run is aged on the monotonic clock: a board without a battery-backed
+clock boots in 1970 and steps its clock when NTP answers; measured on the wall clock, every file
+written before that step would be 56 years old at once and deleted. Files found at the start
+can only be aged by their modification time against the wall clock then.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -39,9 +45,11 @@ class RetainedFolder:
     check costs nothing per file kept (a board holding 20 000 snapshots must not list them all
     on every event)."""
 
-    def __init__(self, folder: Path, retention: Retention) -> None:
+    def __init__(self, folder: Path, retention: Retention, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.folder = folder
         self.retention = retention
+        self._clock = clock
         self.deleted = 0
         self._lock = threading.Lock()
         found = []
@@ -52,7 +60,8 @@ class RetainedFolder:
                 except FileNotFoundError:
                     continue
                 found.append((stat.st_mtime, path.name, path, stat.st_size))
-        self._files = collections.deque((mtime, path, size)
+        # (modification time, or None; monotonic time of the add, or None; path, size)
+        self._files = collections.deque((mtime, None, path, size)
                                         for mtime, _, path, size in sorted(found))
         self._total = sum(size for *_, size in self._files)
 
@@ -61,23 +70,26 @@ class RetainedFolder:
         return self._total
 
     def add(self, path: Path, now: float | None = None) -> list[Path]:
-        """Counts the file just written at ``path``, then ``enforce``."""
+        """Counts the file just written at ``path`` (aged from now on the monotonic clock), then
+        ``enforce`` (``now``: the wall clock, for the files found at the start)."""
         size = path.stat().st_size
         with self._lock:
-            self._files.append((time.time() if now is None else now, path, size))
+            self._files.append((None, self._clock(), path, size))
             self._total += size
         return self.enforce(now)
 
     def enforce(self, now: float | None = None) -> list[Path]:
         """Deletes what is beyond the limits, oldest first; returns what it deleted."""
-        now = time.time() if now is None else now
+        now = time.time() if now is None else now  # the wall clock: files found at the start
+        now_mono = self._clock()  # files this run added
         max_age_s = None if self.retention.max_age_h is None else self.retention.max_age_h * 3600
         max_bytes = None if self.retention.max_mb is None else self.retention.max_mb * 1e6
         gone = []
         with self._lock:
             while self._files:
-                mtime, path, size = self._files[0]
-                too_old = max_age_s is not None and now - mtime > max_age_s
+                mtime, added, path, size = self._files[0]
+                age = now - mtime if added is None else now_mono - added
+                too_old = max_age_s is not None and age > max_age_s
                 too_big = max_bytes is not None and self._total > max_bytes
                 if not (too_old or too_big):
                     break

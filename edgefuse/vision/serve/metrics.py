@@ -2,8 +2,10 @@
 
 Names (all labelled ``stream``): ``edgefuse_frames_total``, ``edgefuse_fps``,
 ``edgefuse_latency_ms{quantile="0.5"|"0.95"}``, ``edgefuse_dropped_frames_total``,
-``edgefuse_reconnects_total``, ``edgefuse_stream_up``, ``edgefuse_stream_state{state}`` (1 for
-the stream's state, 0 for the others: Prometheus' enum pattern), ``edgefuse_line_crossings_total
+``edgefuse_reconnects_total``, ``edgefuse_decode_errors_total`` (a camera's frames that were no
+decodable picture, a file's frames lost to truncation), ``edgefuse_stream_up``,
+``edgefuse_stream_state{state}`` (1 for the stream's state, 0 for the others: Prometheus' enum
+pattern), ``edgefuse_line_crossings_total
 {line,direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total
 {zone,class}``. A custom collector rather than counters incremented along the way: the numbers
 are the ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot
@@ -48,6 +50,9 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
     dropped = counter("edgefuse_dropped_frames", "frames dropped as stale", labels=["stream"])
     reconnects = counter("edgefuse_reconnects", "source reconnections", labels=["stream"])
     drops = counter("edgefuse_stream_drops", "times the source went down", labels=["stream"])
+    decode_errors = counter("edgefuse_decode_errors", "frames skipped as undecodable (broken "
+                            "JPEG, garbage on the connection, a truncated file)",
+                            labels=["stream"])
     up = gauge("edgefuse_stream_up", "1 while the stream delivers frames", labels=["stream"])
     states = gauge("edgefuse_stream_state", "1 for the stream's state (starting, live, "
                    "reconnecting, stalled, ended, lost)", labels=["stream", "state"])
@@ -69,6 +74,7 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
         dropped.add_metric([name], float(stats.get("dropped", 0)))
         reconnects.add_metric([name], float(stats.get("reconnects", 0)))
         drops.add_metric([name], float(stats.get("drops", 0)))
+        decode_errors.add_metric([name], float(stats.get("decode_errors", 0)))
         up.add_metric([name], 1.0 if view["state"] == "live" else 0.0)
         for state in STATES:
             states.add_metric([name, state], 1.0 if view["state"] == state else 0.0)
@@ -81,5 +87,5 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
                 occupancy.add_metric([name, zone, cls], count)
             for cls, count in zone_counts.get("entries", {}).items():
                 entries.add_metric([name, zone, cls], count)
-    yield from (frames, fps, latency, dropped, reconnects, drops, up, states, crossings,
-                occupancy, entries)
+    yield from (frames, fps, latency, dropped, reconnects, drops, decode_errors, up, states,
+                crossings, occupancy, entries)

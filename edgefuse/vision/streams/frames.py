@@ -2,6 +2,12 @@
 
 Why a leaf module: sources make frames, stages and sinks read results, and none of them should
 import another to learn the shape of the data they share.
+
+Why two capture times: a board without a battery-backed clock boots in 1970 and steps its wall
+clock when NTP answers (and an operator may step it back). ``time`` (the wall clock) is only for
+names and records; every duration (latency, dwell, video segments, clips) is measured on
+``clock`` (``time.perf_counter``: CLOCK_MONOTONIC on Linux, never stepped) or on a file's own
+``pts`` (``media_time``).
 """
 
 from __future__ import annotations
@@ -18,11 +24,18 @@ class Frame:
 
     index: int  # position in the source, counting frames skipped by stride or dropped as stale
     image: np.ndarray
-    time: float  # wall-clock capture time, seconds since the epoch (time.time())
-    clock: float  # time.perf_counter() at capture, for latency
+    time: float  # wall-clock capture time, seconds since the epoch (time.time()): records only
+    clock: float  # time.perf_counter() at capture (monotonic): latency and every duration
     pts: float | None = None  # media time in seconds (video files), None for live sources
     name: str | None = None  # file name, for image folders and single images
     decode_s: float = 0.0  # seconds the source spent reading and decoding this frame
+
+
+def media_time(frame: Frame) -> float:
+    """A frame's place in time for durations (dwell, segments, clips): a file's own timestamps
+    (stride and dropped frames keep their real spacing, a fast pipeline does not shorten them),
+    else the monotonic capture clock, which a wall-clock step does not move."""
+    return frame.pts if frame.pts is not None else frame.clock
 
 
 @dataclasses.dataclass

@@ -12,9 +12,17 @@ everything since the start to a crash, an OOM kill or a power cut. So, for live 
   to ``<name>.1`` (``.1`` to ``.2``, ..., the oldest beyond ``keep`` deleted: the scheme of
   logrotate and Python's RotatingFileHandler, which log shippers follow), so a disk never fills.
 - Video is written in segments of ``segment_s`` seconds of capture time, each a file of its own
-  (``<stem>-<UTC start><suffix>``, e.g. ``out-20260101T120000Z.mp4``), written under a temporary
-  name and renamed when it is finished, so each one that appears is playable and a crash loses
-  at most the current one; ``keep`` deletes the oldest beyond that count.
+  (``<stem>-<sequence>-<UTC start><suffix>``, e.g. ``out-000042-20260101T120000Z.mp4``), written
+  under a temporary name and renamed when it is finished, so each one that appears is playable
+  and a crash loses at most the current one; ``keep`` deletes the oldest beyond that count.
+
+Why a sequence number in segment names: a board without a battery-backed clock boots in 1970 and
+steps its clock when NTP answers, and a clock can be stepped back. A name made of the wall clock
+alone can then repeat, and sorts a newer segment before an older one, so ``keep`` would delete
+the newest. The sequence number (one more than the highest in the folder, so it goes on across
+restarts) orders the segments and keeps their names apart; the UTC time is only there for a
+reader. A segment's length is measured on the frames' monotonic capture clock, so a step does not
+cut a segment at once (forward) or keep one open for an hour (back).
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from edgefuse.vision.streams.staging import free_name, keep_whole_lines, remove_
 log = logging.getLogger(__name__)
 
 SYNC_S = 1.0
-_SEGMENT_TIME = r"\d{8}T\d{6}Z(?:-\d+)?"
+_SEGMENT_TIME = r"\d{8}T\d{6}Z(?:-\d+)?"  # the names before sequence numbers (removed by keep)
+_SEQUENCE = r"(\d{6,})-"  # the names since: <stem>-<sequence>-<UTC start><suffix>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,18 +132,24 @@ class VideoSegments:
         self.finished: list[Path] = []
         remove_leftovers(self.path.parent, self._segment_names(), self.path.suffix.lower(),
                          "video segment")
+        self._sequence = max((number for number, _ in self._existing()), default=0) + 1
 
-    def write(self, image, at: float, media: float | None = None) -> None:
-        """Add ``image``, captured at ``at`` (seconds since the epoch), shown at ``media``
-        (seconds, any origin; None: at the segment's frame rate)."""
-        if self._current is not None and at - self._started >= self.segment_s:
+    def write(self, image, at: float, media: float | None = None,
+              mono: float | None = None) -> None:
+        """Add ``image``, captured at ``at`` (wall clock, seconds since the epoch: the name) and
+        ``mono`` (a monotonic clock, seconds: the segment's length; None: now), shown at
+        ``media`` (seconds, any origin; None: at the segment's frame rate)."""
+        mono = time.perf_counter() if mono is None else mono
+        if self._current is not None and mono - self._started >= self.segment_s:
             self._finish()
         if self._current is None:
-            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
-            name = free_name(self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}"))
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(max(at, 0.0)))
+            name = free_name(self.path.with_name(
+                f"{self.path.stem}-{self._sequence:06d}-{stamp}{self.path.suffix}"))
+            self._sequence += 1
             self._current = self._open_segment(name, self.fps)
             self._current_path = name
-            self._started = at
+            self._started = mono
         self._current.write(image, media)
 
     def close(self) -> None:
@@ -148,11 +163,21 @@ class VideoSegments:
             self.finished.append(self._current_path)
             log.info("video segment %s finished (%d frames)", self._current_path, current.frames)
         if self.keep is not None:
-            pattern = re.compile(self._segment_names())
-            segments = sorted(p for p in self.path.parent.iterdir() if pattern.fullmatch(p.name))
+            segments = [path for _, path in sorted(self._existing())]
             for old in segments[:max(len(segments) - self.keep, 0)]:
                 old.unlink(missing_ok=True)
 
+    def _existing(self) -> list[tuple[int, Path]]:
+        """The finished segments in the folder, with their order: the sequence number, or 0 for
+        a name written before sequence numbers (the oldest)."""
+        pattern = re.compile(self._segment_names())
+        found = []
+        for path in self.path.parent.iterdir():
+            match = pattern.fullmatch(path.name)
+            if match:
+                found.append((int(match.group(1) or 0), path))
+        return found
+
     def _segment_names(self) -> str:
-        return (re.escape(self.path.stem) + "-" + _SEGMENT_TIME
+        return (re.escape(self.path.stem) + "-" + f"(?:{_SEQUENCE})?" + _SEGMENT_TIME
                 + re.escape(self.path.suffix))

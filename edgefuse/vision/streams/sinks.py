@@ -13,14 +13,18 @@ The JSON Lines record, one per frame (``FRAME_SCHEMA`` names the keys every reco
 JSON Schema of every key, ``RECORD_SCHEMA``, ships as ``frame_record.schema.json`` and
 docs/apps.md explains it)::
 
-    {"frame": 12, "time": 1718000000.123, "pts": 0.4, "size": {"width": 640, "height": 480},
+    {"frame": 12, "time": 1718000000.123, "mono": 5321.004917, "pts": 0.4,
+     "size": {"width": 640, "height": 480},
      "detections": [{"class": "circle", "class_id": 0, "score": 0.912,
                      "box": [x1, y1, x2, y2]}],           # detection: frame pixels, x first
      "pixels": {"background": 250000, "person": 57200},   # segmentation: pixels per class
      "timings_ms": {"capture": 1.2, "preprocess": 0.8, "infer": 6.1, "postprocess": 0.4},
      "latency_ms": 9.3}
 
-``time`` is the capture's wall clock (seconds since the epoch), ``pts`` the frame's media time:
+``time`` is the capture's wall clock (seconds since the epoch; it jumps when the board's clock is
+stepped, e.g. from 1970 when NTP first answers), ``mono`` the capture's monotonic clock (seconds
+since boot on Linux, the clock of journald's monotonic timestamps; it never jumps: subtract two
+records' ``mono`` for the time between them), ``pts`` the frame's media time:
 a video file's (frame index / its frame rate) and a generated camera's (an ``IterableSource``
 given its ``fps``); null for live sources and images, which have none. ``size`` is the frame's
 (boxes are in its pixels). ``latency_ms`` is capture to record.
@@ -48,13 +52,13 @@ from edgefuse._cv import cv2
 from edgefuse._files import cannot_write, check_folder_writable
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.media.video_file import DEFAULT_FPS, VideoFile, check_video_suffix
-from edgefuse.vision.streams.frames import FrameResult
+from edgefuse.vision.streams.frames import FrameResult, media_time
 from edgefuse.vision.streams.live_files import AppendedLines, Rotation, VideoSegments
 from edgefuse.vision.streams.staging import Staged, recover_jsonl_leftovers, remove_leftovers
 
 log = logging.getLogger(__name__)
 
-FRAME_SCHEMA = ("frame", "time", "pts", "size", "timings_ms", "latency_ms")
+FRAME_SCHEMA = ("frame", "time", "mono", "pts", "size", "timings_ms", "latency_ms")
 RECORD_SCHEMA = Path(__file__).with_name("frame_record.schema.json")
 Describe = Callable[[Any], dict[str, Any]]
 
@@ -90,6 +94,7 @@ def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
     record: dict[str, Any] = {
         "frame": frame.index,
         "time": round(frame.time, 6),
+        "mono": round(frame.clock, 6),
         "pts": None if frame.pts is None else round(frame.pts, 6),
         "size": {"width": int(frame.image.shape[1]), "height": int(frame.image.shape[0])},
     }
@@ -159,12 +164,6 @@ class JsonlSink(Sink):
             self._file.discard()
 
 
-def media_time(frame: Any) -> float:
-    """A frame's place in time for a live video (segments, clips): a file's own timestamps
-    (stride and dropped frames keep their real spacing), else the capture's wall clock."""
-    return frame.pts if frame.pts is not None else frame.time
-
-
 class VideoSink(Sink):
     """The annotated frames as a video (``VideoFile``: H.264 in MP4 with PyAV, timed by the
     source's timestamps where it has them, else at its frame rate); with
@@ -194,7 +193,8 @@ class VideoSink(Sink):
         if image is None:
             return
         if self._segments is not None:
-            self._segments.write(image, result.frame.time, media_time(result.frame))
+            self._segments.write(image, result.frame.time, media_time(result.frame),
+                                 mono=result.frame.clock)
         else:  # a whole file: its source's own timestamps, else the source's frame rate
             self._video.write(image, result.frame.pts)
 

@@ -10,10 +10,15 @@ frames on purpose (``skipped``; files skip with ``grab()``, without decoding).
 
 A stream that drops (a read fails) is re-opened with exponential backoff, logged at WARNING and
 counted in ``reconnects``; after ``Reconnect.attempts`` failures in a row the source ends with
-``error[source-lost]``. Frames after a reconnect may have another size: every frame carries its
-own geometry downstream. Cameras ask V4L2 for MJPG (USB cameras give 30 fps in MJPG where raw
-YUYV gives 10 at 720p) and a one-frame driver buffer; stream reads time out instead of hanging
-(OpenCV's ``CAP_PROP_OPEN_TIMEOUT_MSEC`` / ``CAP_PROP_READ_TIMEOUT_MSEC``).
+``error[source-lost]``. An HTTP MJPEG camera (``multipart/x-mixed-replace``) is read part by part
+(``mjpeg_http.py``): a broken JPEG or garbage on the connection is skipped and counted in
+``decode_errors`` without a reconnect, which only a broken transport causes. A video file that
+ends before the frame count its header announces (a truncated file) says so and counts the
+missing frames in ``decode_errors``. Frames after a reconnect (or from a camera that switched
+its resolution) may have another size: every frame carries its own geometry downstream.
+Cameras ask V4L2 for MJPG (USB cameras give 30 fps in MJPG where raw YUYV gives 10 at 720p) and
+a one-frame driver buffer; stream reads time out instead of hanging (OpenCV's
+``CAP_PROP_OPEN_TIMEOUT_MSEC`` / ``CAP_PROP_READ_TIMEOUT_MSEC``, the MJPEG reader's socket).
 
 ``read(timeout)`` returns the next frame, or None when none came in time or the source is
 ``finished``. Sources open in their constructor, so an unreadable source fails before any thread
@@ -40,6 +45,7 @@ import numpy as np
 from edgefuse._cv import cv2
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.streams.frames import Frame
+from edgefuse.vision.streams.mjpeg_http import MjpegDevice, NotMjpeg
 from edgefuse.vision.streams.stats import PipelineStats
 
 log = logging.getLogger(__name__)
@@ -212,6 +218,10 @@ class CaptureSource(_SequentialSource):
         fps = capture.get(cv2().CAP_PROP_FPS)
         self.fps = float(fps) if fps and fps > 0 and np.isfinite(fps) else None
         self.frame_size = capture_size(capture)
+        count = capture.get(cv2().CAP_PROP_FRAME_COUNT)
+        # a file's announced length (None for streams and headers without one: raw H.264
+        # gives nonsense, negative or huge)
+        self._announced = int(count) if count and 0 < count < 1e8 else None
 
     def read(self, timeout: float | None = None) -> Frame | None:
         if self._finished:
@@ -223,11 +233,22 @@ class CaptureSource(_SequentialSource):
                 raise InputError(f"no frame could be decoded from '{self.name}'",
                                  hint="check the file with another player; OpenCV reads what "
                                       "its FFmpeg can decode", reference=_REF)
+            self._check_complete()
             return None
         index, image = got
         pts = index / self.fps if self.fps else None
         return Frame(index, image, time.time(), time.perf_counter(), pts=pts,
                      decode_s=time.perf_counter() - start)
+
+    def _check_complete(self) -> None:
+        """At the end: fewer frames than the header announced is a truncated file (a copy or a
+        recording cut short), said and counted (``decode_errors``: the frames lost)."""
+        missing = (self._announced or 0) - self._next
+        if missing > 0:
+            log.warning("%s ended after %d of the %d frames its header announces (a truncated "
+                        "file?): %d frame(s) could not be read", self.name, self._next,
+                        self._announced, missing)
+            self._count("decode_errors", missing)
 
     def close(self) -> None:
         super().close()
@@ -372,6 +393,7 @@ class LiveSource(Source):
         self._ready = threading.Condition()
         self._stop = threading.Event()
         self._sequence = 0
+        self._decode_errors = 0  # the current device's count, as last seen
         self._thread = threading.Thread(target=self._read_loop, name=f"edgefuse-live-{name}",
                                         daemon=True)
         self._thread.start()
@@ -405,6 +427,7 @@ class LiveSource(Source):
             while not self._stop.is_set():
                 start = time.perf_counter()
                 ok, image = self._device.read() if self._device is not None else (False, None)
+                self._count_decode_errors()
                 if not ok:
                     if self._reconnect is None or self._stop.is_set():
                         break
@@ -418,6 +441,14 @@ class LiveSource(Source):
                 self._device.release()
                 self._device = None
             self._mark_finished()
+
+    def _count_decode_errors(self) -> None:
+        """The frames the device skipped as undecodable since the last read (a device that
+        counts them, ``decode_errors``: the MJPEG reader)."""
+        errors = getattr(self._device, "decode_errors", 0)
+        if errors > self._decode_errors:
+            self._count("decode_errors", errors - self._decode_errors)
+        self._decode_errors = errors
 
     def _publish(self, image: Any, decode_s: float) -> None:
         index, self._sequence = self._sequence, self._sequence + 1
@@ -459,6 +490,7 @@ class LiveSource(Source):
                 return
             try:
                 self._device = self._opener()
+                self._decode_errors = 0
             except InputError as exc:
                 log.warning("%s: reconnect attempt %d failed: %s", self.name, attempt,
                             exc.message)
@@ -523,9 +555,13 @@ def _video(path: str, stride: int, live: bool | None) -> Source:
     def opener() -> Any:
         capture = cv2().VideoCapture(path)
         if not capture.isOpened():
+            cut_short = ("an MP4/MOV file cut short (a copy or a recording that did not finish) "
+                         "has no index (its 'moov atom') and no frame of it can be read; "
+                         "record to MKV or fragmented MP4 to keep what came before a cut. "
+                         if Path(path).suffix.lower() in (".mp4", ".mov", ".m4v") else "")
             raise InputError(f"cannot open the video '{path}'",
-                             hint="check the file with another player; OpenCV reads what its "
-                                  "FFmpeg can decode", reference=_REF)
+                             hint=f"{cut_short}check the file with another player; OpenCV "
+                                  "reads what its FFmpeg can decode", reference=_REF)
         return capture
 
     if live:
@@ -549,7 +585,24 @@ def _stream(url: str, stride: int, live: bool | None, reconnect: Reconnect) -> S
 
     if live is False or (live is None and scheme not in STREAM_SCHEMES):
         return CaptureSource(url, opener(), stride=stride)
+    if scheme in ("http", "https"):
+        try:
+            first = MjpegDevice(url, reconnect.timeout_s)
+        except NotMjpeg:  # another kind of HTTP stream (MP4, HLS): FFmpeg's
+            return _live(url, opener, stride, reconnect)
+        return _live(url, lambda: _mjpeg_again(url, reconnect.timeout_s), stride, reconnect,
+                     first=first)
     return _live(url, opener, stride, reconnect)
+
+
+def _mjpeg_again(url: str, timeout_s: float) -> MjpegDevice:
+    """The MJPEG camera at ``url`` once more (a reconnect): one that now answers with something
+    else is a failed attempt, as one that does not answer."""
+    try:
+        return MjpegDevice(url, timeout_s)
+    except NotMjpeg as exc:
+        raise InputError(f"the stream '{url}' no longer serves MJPEG ({exc})",
+                         reference=_REF) from exc
 
 
 def _camera(index: int, stride: int, live: bool | None, reconnect: Reconnect,
@@ -570,10 +623,11 @@ def _camera(index: int, stride: int, live: bool | None, reconnect: Reconnect,
     return _live(name, opener, stride, reconnect)
 
 
-def _live(name: str, opener: Callable[[], Any], stride: int, reconnect: Reconnect) -> Source:
+def _live(name: str, opener: Callable[[], Any], stride: int, reconnect: Reconnect, *,
+          first: Any = None) -> Source:
     """A live source on ``opener``'s capture: the first is opened now (a wrong URL or camera
-    fails here), later ones when the source reconnects."""
-    device = opener()
+    fails here; or given as ``first``), later ones when the source reconnects."""
+    device = opener() if first is None else first
     fps = device.get(cv2().CAP_PROP_FPS)
     first = [device]
 

@@ -11,7 +11,8 @@ one object.
 
 Counters name events, not stages: ``dropped`` (stale live frames replaced by newer ones),
 ``skipped`` (frames left out on purpose by ``stride``), ``reconnects``, ``unreadable`` (images
-that failed to decode), ``sink_closed``.
+that failed to decode), ``decode_errors`` (a camera's frames that were no decodable picture, a
+video file's frames lost to truncation), ``sink_closed``.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class _Samples:
 class PipelineStats:
     """Thread-safe recorder for stage timings (seconds), finished frames and event counters."""
 
-    COUNTERS = ("dropped", "skipped", "reconnects", "unreadable", "sink_closed")
+    COUNTERS = ("dropped", "skipped", "reconnects", "unreadable", "decode_errors", "sink_closed")
 
     def __init__(self, stages: Iterable[str], *, window_s: float = 2.0,
                  clock=time.perf_counter) -> None:

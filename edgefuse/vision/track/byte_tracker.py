@@ -124,6 +124,13 @@ class ByteTracker:
         """Tracks held in memory (tracked, unconfirmed and lost): bounded, see the module doc."""
         return len(self._ids)
 
+    def rescale(self, scale_x: float, scale_y: float) -> None:
+        """Every track's state in a frame scaled by ``scale_x``, ``scale_y`` (a camera that
+        switched resolution): the tracks, their IDs and their motion go on at the new size."""
+        factors = np.array([scale_x, scale_y] * 4)
+        self._mean = self._mean * factors
+        self._cov = self._cov * factors[:, None] * factors[None, :]
+
     def update(self, detections: Detections) -> Tracks:
         opts = self.options
         self._frame += 1

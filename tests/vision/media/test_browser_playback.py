@@ -80,7 +80,7 @@ def test_save_and_live_segments_play(browser, tmp_path):
     for index, image in enumerate(frames):
         at = 1_800_000_000.0 + index / 20
         whole.write(FrameResult(Frame(index, image, at, 0.0, pts=index / 20)), image)
-        live.write(FrameResult(Frame(index, image, at, 0.0)), image)
+        live.write(FrameResult(Frame(index, image, at, index / 20)), image)
     whole.close()
     live.close()
     assert len(live.segments) == 2

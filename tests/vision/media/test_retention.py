@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from edgefuse.vision.media import retention
 from edgefuse.vision.media.retention import RetainedFolder, Retention
 
 pytestmark = pytest.mark.unit
@@ -51,3 +52,18 @@ def test_files_that_are_not_event_media_are_never_counted_or_deleted(tmp_path):
     os.utime(top, (0, 0))
     kept = RetainedFolder(tmp_path, Retention(max_age_h=1, max_mb=1))
     assert kept.enforce(NOW) == [] and notes.exists() and top.exists()
+
+
+def test_a_file_written_before_the_clock_steps_from_1970_is_aged_by_the_monotonic_clock(
+        tmp_path, monkeypatch):
+    """A board boots in 1970, writes a snapshot, then NTP steps its clock to today: the file is
+    seconds old, not 56 years, and stays until it is max_age old on the monotonic clock."""
+    mono = [100.0]
+    kept = RetainedFolder(tmp_path, Retention(max_age_h=1, max_mb=None), clock=lambda: mono[0])
+    with monkeypatch.context() as booted:
+        booted.setattr(retention.time, "time", lambda: 86_400.0)  # 1970-01-02
+        early = _file(tmp_path, "gate", "19700102T000000.000Z-line_crossed-door-1", 10, 0)
+        assert kept.add(early) == []
+    assert kept.enforce(NOW) == [] and early.exists()  # NTP answered: the wall clock is 2027
+    mono[0] += 3601
+    assert kept.enforce(NOW) == [early]  # an hour later on the monotonic clock

@@ -23,9 +23,11 @@ pytestmark = pytest.mark.unit
 cv2 = optional("cv2")
 
 
-def result(index: int, at: float = 1_700_000_000.0) -> FrameResult:
+def result(index: int, at: float = 1_700_000_000.0, mono: float | None = None) -> FrameResult:
+    """Frame ``index`` captured at the wall clock ``at`` and the monotonic clock ``mono``."""
     image = np.full((48, 64, 3), index % 256, np.uint8)
-    return FrameResult(Frame(index, image, at, time.perf_counter()), result=index)
+    return FrameResult(Frame(index, image, at, time.perf_counter() if mono is None else mono),
+                       result=index)
 
 
 def open_jsonl(path, **options) -> JsonlSink:
@@ -129,12 +131,13 @@ def test_live_video_is_written_in_finished_playable_segments(tmp_path):
     sink.start(fps=10, describe=lambda value: {})
     start = 1_700_000_000.0
     for index in range(35):  # 3.5 s of capture time at 10 fps: 3 finished segments and a part
-        sink.write(result(index, start + index / 10), result(index).frame.image)
+        sink.write(result(index, start + index / 10, 500 + index / 10), result(index).frame.image)
         if index == 12:  # the first segment is finished and visible while the run goes on
-            assert [p.name for p in sink.segments] == ["cam-20231114T221320Z.mp4"]
+            assert [p.name for p in sink.segments] == ["cam-000001-20231114T221320Z.mp4"]
     sink.close()
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["cam-20231114T221322Z.mp4", "cam-20231114T221323Z.mp4"]  # keep=2
+    assert names == ["cam-000003-20231114T221322Z.mp4",
+                     "cam-000004-20231114T221323Z.mp4"]  # keep=2
     for name in names:
         capture = cv2.VideoCapture(str(tmp_path / name))
         frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
@@ -142,6 +145,39 @@ def test_live_video_is_written_in_finished_playable_segments(tmp_path):
         capture.release()
         assert ok and frames in (10, 5)
     assert [p.name for p in sink.segments][-2:] == names
+
+
+def test_segments_survive_a_stepped_clock_in_order_and_numbered_on_across_restarts(tmp_path):
+    """The wall clock steps back an hour, then forward a day, mid-run (NTP, an operator): each
+    segment still lasts ``segment_s`` of the monotonic clock, every name is new, and ``keep``
+    keeps the newest (by sequence number), not the ones whose wall-clock name sorts last."""
+    start = 1_700_000_000.0
+    sink = VideoSink(tmp_path / "cam.mp4", segment_s=1.0, keep=3)
+    sink.start(fps=10, describe=lambda value: {})
+    steps = {15: -3600.0, 32: 86400.0}  # frame index -> wall-clock step from then on
+    offset = 0.0
+    for index in range(45):  # 4.5 s of monotonic time: 4 finished segments and a part
+        offset += steps.get(index, 0.0)
+        sink.write(result(index, start + index / 10 + offset, 77.0 + index / 10),
+                   result(index).frame.image)
+    sink.close()
+    finished = [p.name for p in sink.segments]
+    assert len(finished) == 5 and len(set(finished)) == 5
+    assert [name.split("-")[1] for name in finished] == ["000001", "000002", "000003",
+                                                         "000004", "000005"]
+    assert finished[2].endswith("T211322Z.mp4")  # the hour back shows in the name only
+    assert sorted(p.name for p in tmp_path.iterdir()) == finished[-3:]  # the newest kept
+    frames = [int(cv2.VideoCapture(str(tmp_path / name)).get(cv2.CAP_PROP_FRAME_COUNT))
+              for name in finished[-3:]]
+    assert frames == [10, 10, 5]
+
+    again = VideoSink(tmp_path / "cam.mp4", segment_s=1.0, keep=3)  # a restart, clock back
+    again.start(fps=10, describe=lambda value: {})
+    again.write(result(0, start - 7200.0, 5.0), result(0).frame.image)
+    again.close()
+    assert again.segments[0].name.startswith("cam-000006-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [*finished[-2:],
+                                                          again.segments[0].name]
 
 
 def _env() -> dict[str, str]:
