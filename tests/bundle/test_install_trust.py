@@ -133,6 +133,26 @@ def test_a_venv_planted_into_an_installed_release_is_refused_on_rollback(small_b
         verify_tree(previous)
 
 
+def test_a_venv_link_whose_listing_matches_the_record_is_refused_on_rollback(small_build,
+                                                                            tmp_path, root):
+    """An installed release's .venv swapped for a link to a folder elsewhere, with a record
+    that lists exactly that link (as the installer's listing prints a link): the listing
+    matches, but a link is never the environment the installer built; refused."""
+    v2 = build_version(small_build, tmp_path / "v2", "2.0.0")
+    assert run_install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
+    assert run_install(v2.output_dir / "install.sh", root, str(v2.archive)).returncode == 0
+    previous = root / PREFIX / os.readlink(root / PREFIX / "previous")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "bin").mkdir(parents=True)
+    (previous / ".venv").symlink_to(elsewhere)
+    record = root / PREFIX / "venv-digests" / f"{previous.name}.sha256"
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(f"link  .venv -> {elsewhere}\n")
+    done = run_install(v2.output_dir / "install.sh", root, "--rollback")
+    assert done.returncode == 2 and "not the Python environment" in done.stderr, done.stderr
+    assert _current(root).startswith("releases/small-2.0.0-")
+
+
 # ---- 2. and 5.: the Python environment, built where it runs, before the switch ------------------
 
 
