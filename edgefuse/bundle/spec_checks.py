@@ -280,7 +280,9 @@ def _app(app: Any, names: Mapping[str, Path_], located: Located) -> list[SpecPro
             f"write `model: {near}`" if near else f"write `model: {next(iter(names))}`"))
     kind = app.get("kind")
     config = app.get("config")
-    if kind in APP_CONFIGS and isinstance(config, Mapping):
+    # the schema reports a kind that is not one of the names; a list or a mapping there must
+    # not reach the lookup (unhashable: exit 3 instead of the spec's problem list)
+    if isinstance(kind, str) and kind in APP_CONFIGS and isinstance(config, Mapping):
         owned = [key for key in config if key in APP_OWNED_KEYS]
         for key in owned:
             problems.append(SpecProblem(

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import onnx
-from google.protobuf.message import DecodeError
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
 from onnx import external_data_helper
 
 from edgefuse.convert.input_spec import format_shape
@@ -292,7 +293,30 @@ def _parse(data: bytes, source: Path) -> onnx.ModelProto:
         raise _not_onnx(data, source, str(exc)) from None
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise _not_onnx(data, source, "the message has no IR version or no graph")
+    broken = _undecodable_text(model)
+    if broken is not None:
+        raise _not_onnx(data, source, f"{broken} is not UTF-8 text")
     return model
+
+
+def _undecodable_text(message: Message) -> str | None:
+    """The first string field at any depth of ``message`` that is not UTF-8, or None.
+
+    Why: protobuf hands a proto2 string field that is not UTF-8 (a flipped byte in an op type
+    or a name) back as ``bytes`` instead of failing the parse, and every reader of names
+    (f-strings, dict keys, the op tables) would then fail far from the cause."""
+    for field, value in message.ListFields():
+        if field.type not in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE):
+            continue
+        values = (value,) if isinstance(value, (str, bytes, Message)) else value  # repeated
+        for item in values:
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                found = _undecodable_text(item)
+                if found is not None:
+                    return found
+            elif not isinstance(item, str):
+                return f"{field.containing_type.name}.{field.name} {bytes(item[:40])!r}"
+    return None
 
 
 def _not_onnx(data: bytes, source: Path, detail: str) -> ModelLoadError:

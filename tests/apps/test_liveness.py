@@ -4,6 +4,7 @@ the datagram it expects."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -90,3 +91,38 @@ def test_a_stall_stops_the_pets_before_systemds_deadline():
     finally:
         short.close()
         long.close()
+
+
+def test_the_watchdog_is_petted_every_half_watchdogsec():
+    """WatchdogSec 1 s: pets at most ~0.5 s apart (sd_watchdog_enabled(3): half the interval,
+    so one late pet never lets systemd's deadline pass), and never more often."""
+    name = f"edgefuse-test-{uuid.uuid4().hex}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind("\0" + name)
+    listener.settimeout(DEADLINE_S)
+    state = LiveState(["gate"], stall_s=3600)
+    pets: list[float] = []
+    try:
+        with Watch(Notifier("\0" + name, watchdog_s=1.0), _Pipeline(), state):
+            while len(pets) < 4:
+                if "WATCHDOG=1" in listener.recv(4096).decode().split("\n"):
+                    pets.append(time.monotonic())
+    finally:
+        listener.close()
+    gaps = [later - earlier for earlier, later in zip(pets, pets[1:], strict=False)]
+    assert min(gaps) >= 0.45, gaps  # not more often than half the interval
+    assert min(gaps) < 0.75, gaps  # a full interval between pets is one late pet from a kill
+
+
+def test_a_watchdog_meant_for_another_process_is_not_ours():
+    """WATCHDOG_PID names the process systemd watches: another PID means no watchdog here."""
+    base = {"NOTIFY_SOCKET": "@edgefuse-unused", "WATCHDOG_USEC": "4000000"}
+    ours = Notifier.from_environment({**base, "WATCHDOG_PID": str(os.getpid())})
+    theirs = Notifier.from_environment({**base, "WATCHDOG_PID": str(os.getpid() + 1)})
+    unnamed = Notifier.from_environment(base)
+    try:
+        assert ours.watchdog_s == 4.0 and unnamed.watchdog_s == 4.0
+        assert theirs is not None and theirs.watchdog_s is None
+    finally:
+        for notifier in (ours, theirs, unnamed):
+            notifier.close()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from edgefuse.apps.stopping import stop_on_signals
 from edgefuse.testing.mjpeg import MjpegServer
 from tests.needs import optional
 from tests.vision.models import write_clip
@@ -210,3 +211,26 @@ def test_systemd_hears_ready_watchdog_only_while_frames_flow_and_stopping(tmp_pa
     assert code == 0, "".join(app.stderr)
     assert "stopped: terminated" in stdout
     assert no_temporaries(tmp_path)
+
+
+class _Interrupted:
+    """What a stop request reaches: the pipeline's ``interrupt``."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def interrupt(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+
+def test_a_sigterm_during_start_up_reaches_the_pipeline_once_it_exists():
+    """systemd may stop the unit while the model still loads: the SIGTERM (a real one, to this
+    process) is kept and delivered when the pipeline is attached, then later ones directly."""
+    pipeline = _Interrupted()
+    with stop_on_signals() as requests:
+        signal.raise_signal(signal.SIGTERM)  # a real signal; its handler has run on return
+        assert pipeline.reasons == []
+        requests.attach(pipeline)
+        assert pipeline.reasons == ["terminated"]
+        signal.raise_signal(signal.SIGHUP)
+    assert pipeline.reasons == ["terminated", "hangup"]

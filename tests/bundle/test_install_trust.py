@@ -7,6 +7,7 @@ temporary roots, or a temporary install prefix where the Python environment is b
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -130,6 +131,26 @@ def test_a_venv_planted_into_an_installed_release_is_refused_on_rollback(small_b
     assert _current(root).startswith("releases/small-2.0.0-")
     with pytest.raises(InputError, match=r"not the Python environment"):
         verify_tree(previous)
+
+
+def test_a_venv_link_whose_listing_matches_the_record_is_refused_on_rollback(small_build,
+                                                                            tmp_path, root):
+    """An installed release's .venv swapped for a link to a folder elsewhere, with a record
+    that lists exactly that link (as the installer's listing prints a link): the listing
+    matches, but a link is never the environment the installer built; refused."""
+    v2 = build_version(small_build, tmp_path / "v2", "2.0.0")
+    assert run_install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
+    assert run_install(v2.output_dir / "install.sh", root, str(v2.archive)).returncode == 0
+    previous = root / PREFIX / os.readlink(root / PREFIX / "previous")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "bin").mkdir(parents=True)
+    (previous / ".venv").symlink_to(elsewhere)
+    record = root / PREFIX / "venv-digests" / f"{previous.name}.sha256"
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(f"link  .venv -> {elsewhere}\n")
+    done = run_install(v2.output_dir / "install.sh", root, "--rollback")
+    assert done.returncode == 2 and "not the Python environment" in done.stderr, done.stderr
+    assert _current(root).startswith("releases/small-2.0.0-")
 
 
 # ---- 2. and 5.: the Python environment, built where it runs, before the switch ------------------
@@ -466,6 +487,46 @@ def test_an_archive_that_unpacks_far_beyond_its_size_is_refused_before_extractio
     assert sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file()) < 2 << 20
     with pytest.raises(InputError, match=r"decompression bomb"):
         verify_bundle(archive, run_models=False)
+
+
+@pytest.mark.parametrize(("filler", "total", "limit"), [
+    (25_000_000, 3 << 30, None),  # over 2 GiB, over 100x + 64 MiB: the ratio refuses it
+    (90_000_000, (8 << 30) + (1 << 20), 8 << 30),  # within 100x + 64 MiB, over the 8 GiB cap
+], ids=["over-2-gib", "over-8-gib"])
+def test_a_large_archive_may_not_unpack_beyond_its_limit(small_build, tmp_path, root, filler,
+                                                          total, limit):
+    """A ``filler``-byte archive (a stored member) whose listing adds a sparse member up to
+    ``total`` bytes: refused before anything reaches TMPDIR, naming the limit. Past 85 MB an
+    archive's 100x allowance exceeds 8 GiB, and the cap must still hold; and a total past
+    2^31 must be summed as the number it is (mawk's printf %d stops at 2147483647, which let
+    any archive of 21 MB or more through). GNU tar lists a sparse member at its full size, as
+    it would unpack it."""
+    folder = tmp_path / "crafted" / TOP
+    (folder / "models").mkdir(parents=True)
+    with open(folder / "models" / "filler.bin", "wb") as out:
+        out.write(bytes(filler))
+    with open(folder / "models" / "hole.bin", "wb") as out:
+        out.truncate(total - filler)
+    plain = tmp_path / "crafted.tar"
+    subprocess.run(["tar", "-S", "-C", str(folder.parent), "-cf", str(plain), TOP], check=True)
+    archive = tmp_path / "crafted.tar.gz"
+    with open(plain, "rb") as source, gzip.open(archive, "wb", compresslevel=0) as out:
+        shutil.copyfileobj(source, out, 1 << 20)  # stored: the archive keeps its 90 MB
+    plain.unlink()
+    shutil.rmtree(folder.parent)
+    size = archive.stat().st_size
+    if limit is None:
+        limit = 100 * size + (64 << 20)
+    else:
+        assert 100 * size + (64 << 20) > total  # the ratio alone would let it in
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = run_install(small_build.install_sh, root, str(archive), env={"TMPDIR": str(scratch)})
+    assert done.returncode == 2, done.stderr
+    assert f"unpack to {total} bytes, more than {limit} for a {size}-byte archive" \
+        in done.stderr, done.stderr
+    assert not (root / PREFIX).exists()
+    assert sum(p.stat().st_size for p in scratch.rglob("*") if p.is_file()) < 2 << 20
 
 
 # ---- 10. the service never runs as root ----------------------------------------------------------

@@ -119,6 +119,22 @@ def test_data_movement_has_no_flops_but_moves_its_bytes():
     assert cost.bytes == 2 * 24 * F32
 
 
+@pytest.mark.parametrize(("mode", "per_output"), [
+    (None, 1), ("nearest", 1), ("linear", 4), ("cubic", 4)])
+def test_resize_costs_one_per_output_nearest_and_four_otherwise(mode, per_output):
+    """1x2x4x4 -> 1x2x8x8 = 128 outputs. The attribute comes back from ONNX as bytes
+    (b"linear"): a comparison with a str would cost every mode as nearest."""
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    attributes = {} if mode is None else {"mode": mode}
+    node = oh.make_node("Resize", ["x", "", "scales"], ["y"], **attributes)
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                  [1, 2, 4, 4])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])],
+                          [scales])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    assert node_cost(node, tensor_infos(model)).flops == per_output * 128
+
+
 def test_an_op_without_a_rule_is_not_counted_rather_than_zero():
     node = oh.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"])
     graph = oh.make_graph([node], "g", [

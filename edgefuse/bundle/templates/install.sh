@@ -152,7 +152,9 @@ check_archive() {
   # at most 100 times the archive's size + 64 MiB unpacked, never over 8 GiB: no bomb fills TMPDIR
   size=$(stat -c %s "$archive")
   limit=$((100 * size + 67108864)); [ "$limit" -le 8589934592 ] || limit=8589934592
-  total=$(printf '%s\n' "$listing" | awk '{sum += $3} END {printf "%d", sum}')
+  # %.0f, not %d: mawk (Debian's and Ubuntu's awk) prints %d of anything past 2^31 - 1 as
+  # 2147483647, which let an archive of 21 MB or more unpack to any size
+  total=$(printf '%s\n' "$listing" | awk '{sum += $3} END {printf "%.0f", sum}')
   [ "$total" -le "$limit" ] || die "unsafe archive: it would unpack to $total bytes, more than \
 $limit for a $size-byte archive (a decompression bomb?); nothing was extracted"
   while IFS= read -r line; do

@@ -124,3 +124,27 @@ def test_a_zone_outside_the_frame_is_refused():
     zone = Zone("z", [(0, 0), (700, 0), (700, 100)])
     with pytest.raises(InputError, match=r"point \[700.0, 0.0\] outside the 640x480 frame"):
         zone.check_within(640, 480)
+
+
+def test_by_default_a_line_ignores_jitter_of_a_few_pixels():
+    """The default margin (3 px) settles no side within it: a box jittering 2 px about the
+    line counts nothing (with margin 0 every flip would count)."""
+    counter = LineCounter("door", (0, 100), (200, 100))
+    jitter = [(60, 100 + (2 if t % 2 else -2)) for t in range(40)]
+    assert _run(counter, {1: [(60, 90)] + jitter}) == []
+    assert counter.totals() == {"in": {}, "out": {}}
+
+
+def test_the_pending_count_restarts_when_a_track_returns_to_its_side():
+    """confirm_frames 3: three frames outside, but never three in a row (inside between each),
+    is no exit; three in a row then is one."""
+    zone = Zone("bay", [(0, 0), (100, 0), (100, 100), (0, 100)], confirm_frames=3)
+    flicker = [(101, 50), (99, 50), (101, 50), (99, 50), (101, 50), (99, 50)]
+    path = [(50, 50)] * 3 + flicker
+    events = []
+    for step, point in enumerate(path):
+        events += zone.update(_tracks({1: point}), time=float(step))
+    assert [e["type"] for e in events] == ["zone_entered"]
+    for step in range(3):
+        events += zone.update(_tracks({1: (150, 50)}), time=float(len(path) + step))
+    assert [e["type"] for e in events] == ["zone_entered", "zone_left"]

@@ -9,6 +9,7 @@ import pytest
 from edgefuse.errors import InputError
 from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head
 from edgefuse.preprocess import Geometry
+from edgefuse.vision.detect import heads, nms_free, paddle_heads
 from edgefuse.vision.detect.decode import (
     DetectOptions,
     candidates_yolov5,
@@ -190,3 +191,40 @@ def test_yolox_decodes_cells_and_runs_its_plus_one_pixel_class_agnostic_nms():
     assert result.classes.tolist() == [0]
     both = decode({"output": raw}, "yolox", identity, DetectOptions(agnostic=False))
     assert both.classes.tolist() == [0, 1]  # class-aware: each class its own NMS
+
+
+# ---- the ranking inside the decoders (hand-computed) -------------------------------------------
+
+
+def test_detr_top_k_comes_sorted_by_score_best_first():
+    """3 queries x 2 classes; scores flattened query-major: the best ``top`` pairs, best first,
+    whether the top-k is a partition (top < 6) or every pair (top >= 6)."""
+    scores = np.array([[[0.2, 0.9], [0.6, 0.1], [0.95, 0.3]]], np.float32)
+    boxes = np.array([[[0.5, 0.5, 0.2, 0.2], [0.25, 0.25, 0.1, 0.1], [0.75, 0.5, 0.5, 0.4]]],
+                     np.float32)
+    _, top_scores, labels = nms_free.detr_top(boxes, scores, (100, 200), logits=False,
+                                              conf=0.15, top=10)
+    np.testing.assert_allclose(top_scores, [0.95, 0.9, 0.6, 0.3, 0.2])
+    assert labels.tolist() == [0, 1, 0, 1, 0]
+    xyxy, top_scores, labels = nms_free.detr_top(boxes, scores, (100, 200), logits=False,
+                                                 conf=0.15, top=2)
+    np.testing.assert_allclose(top_scores, [0.95, 0.9])
+    # query 2 (cx 0.75, cy 0.5, w 0.5, h 0.4 of 200 x 100) then query 0
+    np.testing.assert_allclose(xyxy, [[100, 30, 200, 70], [80, 40, 120, 60]])
+
+
+def test_picodet_keeps_the_best_scoring_cells_of_a_stride_when_more_pass_than_its_top_k():
+    """320 x 320 at stride 8: 1600 cells, all above conf, cell i scoring 0.5 + i / 4000:
+    PicoDetPostProcess keeps the 1000 best (cells 600 .. 1599), never the 1000 lowest."""
+    cells = 1600
+    assert cells > paddle_heads.NMS_TOP_K == 1000
+    best = 0.5 + np.arange(cells, dtype=np.float32) / 4000
+    scores = np.stack([best, np.zeros(cells, np.float32)], axis=1)[None]
+    distributions = np.zeros((1, cells, 4 * 8), np.float32)  # reg_max 7, uniform bins: 3.5
+    boxes, kept = paddle_heads.pico_scores([scores], [distributions], [8], (320, 320), 0.3)
+    assert len(kept) == 1000
+    np.testing.assert_allclose(np.sort(kept[:, 0]), best[600:])
+    centres = (boxes[:, :2] + boxes[:, 2:]) / 2
+    expected = heads.pico_centres((320, 320), 8)[600:]
+    assert sorted(map(tuple, centres.tolist())) == sorted(map(tuple, expected.tolist()))
+    np.testing.assert_allclose(boxes[:, 2:] - boxes[:, :2], 2 * 3.5 * 8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -15,7 +16,7 @@ from edgefuse.errors import InputError
 from edgefuse.model_info import AppInfo, embed
 from edgefuse.runtime import open_session
 from edgefuse.vision.detect.detector import Detector
-from edgefuse.vision.detect.graph_tail import Tail
+from edgefuse.vision.detect.graph_tail import Tail, tails
 from edgefuse.vision.detect.recognise import Evidence, bind, recognise
 from tests.needs import optional
 from tests.vision.models import constant_model
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.ort
 
 cv2 = optional("cv2")
 
+EXPORTS = Path(__file__).parent / "exporters"
 SIZE = (160, 160)  # YOLOX grid at 8/16/32: 400 + 100 + 25 = 525 rows
 RAW = Tail(frozenset({"Sigmoid", "Concat", "Reshape", "Transpose"}), False, "Concat")
 DECODED = Tail(frozenset({"Sigmoid", "Add", "Mul", "Exp", "Concat"}), True, "Concat")
@@ -54,6 +56,24 @@ def layout_of(outputs, classes=None, tails=None, strides=None, box_format=None):
 ])
 def test_layouts_from_shapes_names_and_graph(outputs, classes, tails, layout):
     assert (None if (h := layout_of(outputs, classes, tails)) is None else h.layout) == layout
+
+
+def test_picodet_scores_that_end_in_sqrt_are_told_from_the_dfl_distributions():
+    """PaddleDetection's PicoDet export (the aligned head: sqrt of the class and quality
+    scores) ends its class scores in Sqrt: an activation. With 8 classes both outputs of a
+    stride are multiples of 4, and only that tells the scores from the distributions."""
+    paddle = onnx.load(EXPORTS / "paddle" / "picodet_raw" / "model.onnx")
+    read = tails(paddle)
+    assert [read[f"fetch_name_{i}"].first_compute for i in range(8)] == ["Sqrt"] * 4 + ["Add"] * 4
+    assert [read[f"fetch_name_{i}"].activated for i in range(8)] == [True] * 4 + [False] * 4
+    rows = (400, 100, 25, 9)  # 160 x 160 at strides 8, 16, 32, 64
+    outputs = [(f"d{n}", (1, n, 32), "float32") for n in rows] + [
+        (f"s{n}", (1, n, 8), "float32") for n in rows]
+    graph = {**{f"s{n}": read["fetch_name_0"] for n in rows},
+             **{f"d{n}": read["fetch_name_4"] for n in rows}}
+    heads = layout_of(outputs, tails=graph)
+    assert heads.layout == "ppyoloe" and heads.form == "pico"
+    assert heads.names == tuple(f"s{n}" for n in rows) + tuple(f"d{n}" for n in rows)
 
 
 def test_detr_scores_are_logits_by_graph_else_by_name():

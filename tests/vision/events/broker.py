@@ -102,3 +102,74 @@ class Subscriber:
     def close(self) -> None:
         self._client.disconnect()
         self._client.loop_stop()
+
+
+class SilentBroker:
+    """A broker that accepts the MQTT session (CONNACK, PINGRESP) but never acknowledges a
+    PUBLISH (no PUBACK): what a client sees when the broker dies between receiving a message
+    and storing it. ``publishes`` lists the topic of each PUBLISH received, in order."""
+
+    def __init__(self) -> None:
+        self._server = socket.socket()
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(4)
+        self.port = self._server.getsockname()[1]
+        self.publishes: list[str] = []
+        self._changed = threading.Condition()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection:
+            while True:
+                packet = _read_packet(connection)
+                if packet is None:
+                    return
+                kind, body = packet
+                if kind == 0x10:  # CONNECT -> CONNACK, session accepted
+                    connection.sendall(b"\x20\x02\x00\x00")
+                elif kind == 0xC0:  # PINGREQ -> PINGRESP
+                    connection.sendall(b"\xd0\x00")
+                elif kind == 0x30:  # PUBLISH: noted, never acknowledged
+                    topic_length = int.from_bytes(body[:2], "big")
+                    with self._changed:
+                        self.publishes.append(body[2:2 + topic_length].decode())
+                        self._changed.notify_all()
+
+    def wait_for(self, predicate, timeout: float = 30.0) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self.publishes), timeout)
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def _read_packet(connection: socket.socket) -> tuple[int, bytes] | None:
+    """(packet type, the rest after the fixed header) of the next MQTT packet; None at EOF."""
+    first = connection.recv(1)
+    if not first:
+        return None
+    length, shift = 0, 0
+    while True:  # the remaining length: 7 bits a byte, the top bit says more follow
+        byte = connection.recv(1)
+        if not byte:
+            return None
+        length |= (byte[0] & 0x7F) << shift
+        shift += 7
+        if not byte[0] & 0x80:
+            break
+    body = b""
+    while len(body) < length:
+        chunk = connection.recv(length - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return first[0] & 0xF0, body

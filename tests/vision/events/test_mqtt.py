@@ -9,7 +9,7 @@ import pytest
 from edgefuse.errors import InputError
 from edgefuse.vision.events.mqtt import MqttPublisher
 from tests.needs import optional
-from tests.vision.events.broker import Broker, Subscriber, free_port
+from tests.vision.events.broker import Broker, SilentBroker, Subscriber, free_port
 
 pytestmark = pytest.mark.unit
 optional("paho.mqtt.client")
@@ -87,3 +87,18 @@ def test_a_broker_that_refuses_the_connection_is_a_clear_error():
 def test_a_wildcard_prefix_is_refused():
     with pytest.raises(InputError, match="has a wildcard"):
         MqttPublisher("127.0.0.1", 1, prefix="cams/#")
+
+
+def test_an_event_the_broker_never_acknowledged_is_neither_counted_nor_dropped(closing):
+    """No PUBACK: the event stays queued (at least once) and is sent again; nothing is counted
+    as published. (Through the public interface: publish, published, close's count.)"""
+    silent = SilentBroker()
+    publisher = MqttPublisher("127.0.0.1", silent.port)
+    try:
+        publisher.publish(_event(0))
+        assert silent.wait_for(lambda topics: len(topics) >= 2), silent.publishes  # sent again
+        assert silent.publishes[:2] == ["edgefuse/gate/line_crossed"] * 2
+        assert publisher.published == 0
+        assert publisher.close(timeout=0.5) == 1  # still waiting for delivery, not lost
+    finally:
+        silent.close()

@@ -26,6 +26,20 @@ def test_a_full_outbox_drops_the_oldest_and_counts_it():
     assert len(outbox) == 2
 
 
+def test_done_removes_only_the_event_delivered_not_whatever_is_at_the_head():
+    """The sender took event 0; meanwhile the full outbox dropped it for newer ones. Its
+    delivery must not remove event 1, which nobody sent yet."""
+    outbox = Outbox(2)
+    outbox.put({"n": 0})
+    sending = outbox.peek(0)
+    outbox.put({"n": 1})
+    outbox.put({"n": 2})  # full: event 0 dropped
+    assert outbox.dropped == 1
+    outbox.done(sending)
+    assert len(outbox) == 2
+    assert outbox.peek(0) == {"n": 1}
+
+
 class _Receiver(http.server.ThreadingHTTPServer):
     """Answers each POST with the next status of ``statuses`` (then 200), recording bodies."""
 
@@ -42,6 +56,8 @@ class _Receiver(http.server.ThreadingHTTPServer):
                     receiver.bodies.append((status, body))
                     receiver.changed.notify_all()
                 self.send_response(status)
+                if status == 429:
+                    self.send_header("Retry-After", "1")
                 self.end_headers()
 
             def log_message(self, *args):
@@ -65,6 +81,19 @@ def test_webhook_retries_a_server_error_and_keeps_the_order():
     assert [(status, body["n"]) for status, body in receiver.bodies] == [
         (503, 0), (200, 0), (200, 1), (200, 2)]
     assert publisher.delivered == 3 and publisher.rejected == 0
+
+
+@pytest.mark.parametrize("status", [500, 429])
+def test_webhook_retries_a_500_and_a_429_after_retry_after(status):
+    """500 (the server failed) and 429 (too many requests, Retry-After) are passing: the event
+    is sent again and delivered, never counted as rejected."""
+    receiver = _Receiver([status])
+    publisher = WebhookPublisher(receiver.url)
+    publisher.publish({"n": 0})
+    assert publisher.close(timeout=30) == 0
+    receiver.shutdown()
+    assert [(s, body["n"]) for s, body in receiver.bodies] == [(status, 0), (200, 0)]
+    assert publisher.delivered == 1 and publisher.rejected == 0
 
 
 def test_webhook_drops_an_event_the_receiver_rejects_and_goes_on():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -109,6 +110,50 @@ def test_a_token_is_required_off_loopback_and_checked():
         assert _get(server.url + "healthz")[0] == 200
     finally:
         server.stop()
+
+
+def _outward_address() -> str:
+    """An address of this machine other than loopback (the route a LAN client takes), or
+    127.0.0.1 where the machine has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.255", 9))  # TEST-NET-1; a UDP connect sends nothing
+            address = probe.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+    return "127.0.0.1" if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_off_loopback_metrics_need_the_token_and_only_healthz_is_open():
+    """Served on 0.0.0.0 (every interface) with a token and reached from outside loopback:
+    /metrics (stream names, counts, rates) answers 401 without the token or with a wrong
+    one, in every spelling of the path; only /healthz answers without it."""
+    state = LiveState(["gate"], stall_s=3600)
+    server = LiveServer(state, "0.0.0.0", 0, token="s3cret")
+    server.start()
+    base = f"http://{_outward_address()}:{server.port}/"
+    try:
+        for path in ("metrics", "metrics?token=", "metrics?token=wrong"):
+            assert _get(base + path)[0] == 401, path
+        for path in ("metrics/", "healthz/../metrics", "%6detrics"):  # 401, or no such page
+            assert _get(base + path)[0] in (401, 404), path
+        assert _get(base + "metrics", {"Authorization": "Bearer wrong"})[0] == 401
+        assert _head(base + "metrics") == 401
+        status, body = _get(base + "metrics?token=s3cret")
+        assert status == 200 and b"edgefuse_" in body
+        assert _get(base + "metrics", {"Authorization": "Bearer s3cret"})[0] == 200
+        assert _get(base + "healthz")[0] == 200
+    finally:
+        server.stop()
+
+
+def _head(url: str) -> int:
+    connection = http.client.HTTPConnection(url.split("/")[2], timeout=10)
+    try:
+        connection.request("HEAD", "/" + url.split("/", 3)[3])
+        return connection.getresponse().status
+    finally:
+        connection.close()
 
 
 def test_a_port_in_use_is_a_clear_error(served):

@@ -211,3 +211,22 @@ def test_by_default_a_batch_waits_up_to_the_models_fixed_cost_per_run(runs, expe
 ])
 def test_run_cost_is_the_fixed_and_per_row_time_of_the_runs(runs, expected):
     assert run_cost(runs) == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_stream_that_ended_is_no_longer_waited_for():
+    """Three streams, a 30 s deadline: once two have ended, the last stream's frame is a full
+    batch and runs at once (a dead camera must not hold the others to the deadline)."""
+    with open_session(doubling_model("N"), "cpu") as session:
+        gate = Gate(session.run)
+        gate.released.set()
+        batcher = Batcher(gate, plan_batches(session, 8), wait_s=30.0, streams=3)
+        batcher.stream_ended()
+        batcher.stream_ended()
+        results: dict[float, dict] = {}
+        started = time.monotonic()
+        (thread,) = submit(batcher, [5.0], results)
+        thread.join(10)
+        batcher.close()
+    assert not thread.is_alive() and time.monotonic() - started < 10
+    assert gate.batches == [[5.0]]
+    assert float(results[5.0]["s"][0]) == 15.0

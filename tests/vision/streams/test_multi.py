@@ -79,6 +79,22 @@ def test_a_stream_that_ends_early_stops_holding_the_others_back():
     assert summary.reason == "end"
 
 
+def test_a_stream_that_ended_is_not_waited_for_until_the_deadline():
+    """With a 30 s deadline, the 9 frames the long stream reads alone would take 270 s if the
+    batcher still waited for the ended one; the run takes milliseconds (20 s is the bound)."""
+    batcher = Batcher(doubled, BatchPlan(8), wait_s=30.0, streams=2)
+    outcome: dict = {}
+    runner = threading.Thread(target=lambda: outcome.update(
+        done=run_streams({"short": (0, 1), "long": (50, 10)}, batcher)))
+    runner.start()
+    runner.join(20)
+    finished = not runner.is_alive()
+    batcher.close()  # a batch still waiting fails now, which ends the run either way
+    runner.join(20)
+    assert finished, "the long stream waited for the stream that had ended"
+    assert outcome["done"][1]["long"] == [(i, 50 + i) for i in range(10)]
+
+
 class LostSource(Source):
     """A live stream whose reconnect attempts all failed."""
 

@@ -261,3 +261,46 @@ def test_assignment_solves_laps_extended_problem(seed):
     achieved = cost[matches[:, 0], matches[:, 1]].sum() + (len(rows) + len(columns)) * threshold / 2
     assert achieved == pytest.approx(_best_extended_cost(cost, threshold))
     assert (cost[matches[:, 0], matches[:, 1]] < threshold).all()
+
+
+def test_a_lost_track_lives_exactly_max_time_lost_frames():
+    """track_buffer 30 at 30 fps: max_time_lost = 30 frames. A track last seen on frame L is
+    kept while frame - L <= 30 (still there on L + 30), forgotten on L + 31."""
+    tracker = ByteTracker(TrackerOptions(track_buffer=30, frame_rate=30))
+    assert tracker.max_time_lost == 30
+    for _ in range(5):
+        tracker.update(_frame([_box(100, 200)]))  # last seen on frame L = 5
+    for _ in range(30):  # frames 6 .. 35 = L + 30
+        tracker.update(_frame([]))
+    assert tracker.live_tracks == 1
+    back = tracker.update(_frame([_box(100, 200)]))  # frame L + 31: matched before forgetting
+    assert back.ids.tolist() == [1]
+
+
+def test_a_lost_track_is_forgotten_on_the_frame_after_max_time_lost():
+    tracker = ByteTracker(TrackerOptions(track_buffer=30, frame_rate=30))
+    for _ in range(5):
+        tracker.update(_frame([_box(100, 200)]))
+    for _ in range(31):  # frame L + 31 without it: 31 > 30
+        tracker.update(_frame([]))
+    assert tracker.live_tracks == 0
+    assert tracker.update(_frame([_box(100, 200)])).ids.tolist() == []  # a new, unconfirmed one
+
+
+def test_of_two_duplicate_tracks_the_younger_one_goes():
+    """Track 1 stands at x = 300 and vanishes (lost); a second object walks in at 12 px a
+    frame and stops on the same spot. On that frame the detection matches the lost track 1
+    (its still prediction overlaps exactly; track 2's overshoots), track 2 is left lost on
+    the same box: a duplicate pair, and the younger (2) must go, so the spot keeps ID 1."""
+    def square(cx: float) -> list[float]:
+        return _box(cx, 300, 100, 100)
+
+    tracker = ByteTracker()
+    for _ in range(5):
+        assert tracker.update(_frame([square(300)])).ids.tolist() == [1]
+    ids = []
+    for x in [*range(12, 300, 12), *[300] * 6]:
+        ids.append(tracker.update(_frame([square(x)])).ids.tolist())
+    assert [2] in ids  # the walker had its own track on the way
+    assert ids[-6:] == [[1]] * 6
+    assert tracker.live_tracks == 1
