@@ -3,7 +3,9 @@
 `verify DIR|ARCHIVE` does what install.sh does before it installs anything: an archive must be
 complete and hold only files and folders inside its bundle folder (no absolute paths, '..',
 links, device files); every file must match MANIFEST.json and MANIFEST.json its own digest;
-with --key, MANIFEST.json must be signed by one of the keys. Then each model runs once on the
+with --key, MANIFEST.json must be signed by one of the keys; without it the signature is NOT
+checked, the report says so, and a signed bundle is refused (exit 2) unless --no-signature-check
+says that is meant: anyone can re-sign a bundle. Then each model runs once on the
 best backend here against the golden recording made at build time, and the agreement is
 reported (exit 1 when a model misses its gate).
 
@@ -49,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("--key", action="append", metavar="PUB.pem",
                         help="a trusted public key (repeatable): the bundle must be signed by "
                              "one of them")
+    verify.add_argument("--no-signature-check", action="store_true",
+                        help="check a signed bundle's files without a key (its signature is "
+                             "NOT checked; the report says so)")
     rehearsal = commands.add_parser(
         "rehearse", help="install, run, upgrade and roll back the spec's bundle in an aarch64 "
                          "root under qemu-user (root only)")
@@ -79,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs_spare_inputs({"--json report": args.json}, {"bundle": args.bundle})
     report = verify_bundle(args.bundle, backends=tuple(args.backend or DEFAULT_BACKENDS),
                            run_models=not args.no_run,
-                           keys=tuple(Path(key) for key in args.key or ()))
+                           keys=tuple(Path(key) for key in args.key or ()),
+                           check_signature=not args.no_signature_check)
     print(report.render())
     if args.json:
         write_text(args.json, json.dumps(report.to_json(), indent=2) + "\n")
