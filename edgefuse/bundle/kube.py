@@ -126,10 +126,11 @@ CMD {json.dumps(command)}
 
 
 def _serve(spec: BuildSpec) -> tuple[str, int] | None:
-    """The (host, port) the packaged app serves its live view and /healthz on, if any."""
+    """The (host, port) the packaged app serves its live view and /healthz on, if any (the
+    segmentation app serves nothing)."""
     config = from_mapping(APP_CONFIGS[spec.app["kind"]], yaml.safe_load(app_config(spec)),
                           "app config")
-    return config.serve
+    return getattr(config, "serve", None)
 
 
 def _probe(spec: BuildSpec) -> dict[str, Any] | None:
