@@ -198,6 +198,8 @@ class Ref(str, enum.Enum):
     GOLDEN_MISMATCH = "golden-mismatch", "a bundled model no longer reproduces its golden outputs"
     BAD_SIGNATURE = "bad-signature", "a bundle is unsigned, or its signature matches no trusted key"
     BAD_SIGNING_KEY = "bad-signing-key", "a signing or public key file cannot be read as Ed25519"
+    SIGNATURE_NOT_CHECKED = (
+        "signature-not-checked", "a signed bundle was verified without a key to check it against")
     NO_TARGET_WHEELS = (
         "no-target-wheels", "the wheels of the board's Python environment cannot be resolved")
 

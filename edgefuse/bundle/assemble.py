@@ -60,6 +60,7 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheels: En
     write_file(bundle, "install.sh", service.render("install.sh", values), executable=True)
     write_file(bundle, "minirc_install_hook.sh",
                service.render("minirc_install_hook.sh", values), executable=True)
+    write_file(bundle, service.VERIFIER, service.render(service.VERIFIER, {}), executable=True)
     write_file(bundle, "spec.json", json.dumps(spec.document, indent=2, sort_keys=True) + "\n")
     record = {
         "bundle": {"name": spec.name, "version": spec.version, "id": spec.bundle_id,
@@ -81,7 +82,8 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheels: En
                    "lock": LOCK_FILE, "wheels": f"{WHEELS_DIR}/",
                    "packages": dict(sorted(wheel_identity(name) for name in wheels.files))},
         "install": {"prefix": spec.prefix, "script": "install.sh",
-                    "card_maker_hook": "minirc_install_hook.sh"},
+                    "card_maker_hook": "minirc_install_hook.sh",
+                    "installer_verifier": service.VERIFIER},
     }
     return write_bundle_manifest(bundle, record)
 

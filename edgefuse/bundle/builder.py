@@ -6,6 +6,8 @@ OUT_DIR::
     <name>-<version>.tar.gz      the same tree, byte-reproducible (``reproducible``)
     <name>-<version>.tar.gz.sha256
     install.sh                   a copy, to check and install the archive on the board
+    install.sh.sig               with ``sign_key``: its Ed25519 signature, which the board's
+                                 edgefuse-verify-installer checks before a first install runs it
     k8s/                         with ``emit=("k8s",)``: Containerfile, daemonset.yaml (``kube``)
     build-log.json               per model and stage: cached or built, seconds (not in the bundle)
 
@@ -55,7 +57,7 @@ from edgefuse.bundle.digests import (
 from edgefuse.bundle.kube import write_k8s
 from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
-from edgefuse.bundle.signing import load_private_key, sign_bundle
+from edgefuse.bundle.signing import load_private_key, sign_bundle, sign_installer
 from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
 from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model
 from edgefuse.bundle.target_wheels import DOWNLOAD, fetch_wheels, requirement
@@ -167,6 +169,11 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
     if unknown:
         raise InputError(f"--emit {', '.join(unknown)}: not one of {', '.join(EMITS)}",
                          reference=Ref.BAD_ARGUMENT)
+    if emit and sign_key is None:
+        raise InputError("--emit k8s needs --sign KEY: the image installs only an installer "
+                         "whose signature (install.sh.sig) checks against the publisher's keys",
+                         hint="make a key pair with `edgefuse keys new release -o keys/`",
+                         reference=Ref.BAD_ARGUMENT)
     if emit and spec.app is None:
         raise InputError("--emit k8s needs an app: the spec has no 'app' section to run",
                          hint="add an app (see examples/tiny-camera.yaml)",
@@ -204,6 +211,8 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
                                                         encoding="utf-8")
         shutil.copyfile(bundle / "install.sh", staging / "install.sh")
         (staging / "install.sh").chmod(0o755)
+        if sign_key is not None:  # a first install checks it before it runs (install.sh.sig)
+            sign_installer(staging / "install.sh", Path(sign_key))
         if "k8s" in emit:
             write_k8s(staging / "k8s", spec, archive.name,
                       spec.custom_ops["vendor"] if opp is not None else None)

@@ -13,7 +13,11 @@ The checks are the same and run in the same order, refusing before anything is e
   and every file matches. The one exception is an installed release (PREFIX/releases/<id>): its
   ``.venv``, the Python environment install.sh built, must match the digest record install.sh
   wrote for it (PREFIX/venv-digests/<id>.sha256), file for file;
-- with trusted keys (``keys``): MANIFEST.json's Ed25519 signature (``signing``) by one of them;
+- with trusted keys (``keys``): MANIFEST.json's Ed25519 signature (``signing``) by one of them.
+  Without keys the signature is NOT checked, and the report says so: a signed bundle is then
+  refused (``signature-not-checked``) unless the caller opts out (``check_signature=False``,
+  ``--no-signature-check``), because an attacker's re-signed bundle is as well-formed as the
+  publisher's and an "OK" without the key vouches for nobody;
 - ``requirements.lock`` pins exactly the wheels in ``wheels/`` by their sha256 (``target_wheels``),
   what install.sh's ``pip --require-hashes`` would otherwise refuse only on the board.
 
@@ -219,6 +223,7 @@ class BundleReport:
     bundle_id: str
     files: int
     models: dict[str, GoldenCheck]
+    signature: str = "NOT checked"  # what was established about MANIFEST.sig
 
     @property
     def passed(self) -> bool:
@@ -226,10 +231,12 @@ class BundleReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"bundle": self.bundle_id, "files": self.files, "passed": self.passed,
+                "signature": self.signature,
                 "models": {name: check.to_json() for name, check in self.models.items()}}
 
     def render(self) -> str:
-        lines = [f"{self.bundle_id}: {self.files} files match MANIFEST.json"]
+        lines = [f"{self.bundle_id}: {self.files} files match MANIFEST.json",
+                 f"  signature: {self.signature}"]
         for name, check in self.models.items():
             worst = min(o.cosine for o in check.outputs) if check.outputs else float("nan")
             lines.append(f"  {name}: {check.backend} against the golden from "
@@ -239,9 +246,14 @@ class BundleReport:
 
 
 def verify_bundle(target: str | Path, *, backends: Sequence[str] = ("acl", "cuda", "cpu"),
-                  run_models: bool = True, keys: Sequence[Path] = ()) -> BundleReport:
+                  run_models: bool = True, keys: Sequence[Path] = (),
+                  check_signature: bool = True) -> BundleReport:
     """Check a bundle folder or archive (signed by one of ``keys``, when given), then run each
-    model against its golden recording."""
+    model against its golden recording.
+
+    Without ``keys`` a signed bundle is refused unless ``check_signature`` is False: its
+    signature could be anyone's. An unsigned one passes, its report saying the signature was
+    NOT checked."""
     path = Path(target)
     if not path.exists():
         raise InputError(f"'{path}' does not exist", hint="give a bundle folder or its .tar.gz",
@@ -252,13 +264,31 @@ def verify_bundle(target: str | Path, *, backends: Sequence[str] = ("acl", "cuda
             scratch = Path(tempfile.mkdtemp(prefix="edgefuse-bundle-"))
             path = extract(path, scratch)
         manifest = verify_tree(path, keys)
+        signature = _signature_state(path, keys, check_signature)
         models = {}
         if run_models:
             for name, model in sorted(manifest.get("models", {}).items()):
                 host = path / model["host_onnx"] if model.get("host_onnx") else None
                 models[name] = check_golden(path / model["folder"], path / model["golden"],
                                             backends, model["gates"]["fp16_min_cosine"], host)
-        return BundleReport(manifest["bundle"]["id"], len(manifest["files"]), models)
+        return BundleReport(manifest["bundle"]["id"], len(manifest["files"]), models, signature)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _signature_state(folder: Path, keys: Sequence[Path], check: bool) -> str:
+    """The report's word on the signature, after ``verify_tree`` checked it against ``keys``."""
+    signed = (folder / SIGNATURE).is_file()
+    if keys:
+        return "ok: signed by a trusted key (" + ", ".join(str(key) for key in keys) + ")"
+    if not signed:
+        return "NOT checked: the bundle is unsigned (no MANIFEST.sig)"
+    if check:
+        raise InputError(f"'{folder.name}' is signed, but no key was given: signature NOT checked",
+                         context="a bundle re-signed by anyone verifies without a key as well as "
+                                 "the publisher's does",
+                         hint="give the publisher's public key (--key release.pub.pem), or pass "
+                              "--no-signature-check to check the files only",
+                         reference=Ref.SIGNATURE_NOT_CHECKED)
+    return "NOT checked (--no-signature-check): signed, by a key nobody checked"

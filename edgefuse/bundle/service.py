@@ -25,6 +25,10 @@ from edgefuse.bundle.spec_checks import APP_CONFIGS
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 APPS_DIR = PACKAGE_DIR.parent / "apps"  # the checkout's thin app wrappers and their configs
 VERBS = {"detection": "detect", "segmentation": "segment"}
+# runs an install.sh only where a trusted key signed it (install.sh.sig); the card maker's hook
+# puts it on the board with the keys, at VERIFIER_PATH
+VERIFIER = "edgefuse-verify-installer"
+VERIFIER_PATH = f"/usr/local/sbin/{VERIFIER}"
 WATCHDOG_S = 30  # a pipeline with no finished frame for this long is restarted by systemd
 _DRIVER_LIBS = "/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/driver/lib64/common"
 
@@ -51,6 +55,8 @@ def script_values(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
         "OPP_VENDOR": shlex.quote(opp_vendor) if opp_vendor else "''",
         "PYTHON_VERSION": shlex.quote(spec.python["version"]),
         "CANN_HOME": shlex.quote(spec.target["cann_home"]),
+        "VERIFIER": VERIFIER,
+        "VERIFIER_PATH": VERIFIER_PATH,
     }
 
 

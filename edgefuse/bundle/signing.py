@@ -10,6 +10,7 @@ signed rebuild stays byte-identical.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from edgefuse._files import write_text
 from edgefuse.bundle.archive import MANIFEST, SIGNATURE
 from edgefuse.errors import InputError, Ref
+
+INSTALLER_SIGNATURE_SUFFIX = ".sig"  # OUT_DIR/install.sh.sig
 
 
 def new_key_pair(folder: Path, name: str) -> tuple[Path, Path]:
@@ -76,11 +79,30 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
+def key_fingerprint(path: Path) -> str:
+    """The sha256 of the public key's DER form (``openssl pkey -pubin -outform DER | sha256sum``):
+    the file name a trust store gives the key, so that two keys never share a name."""
+    der = load_public_key(path).public_bytes(serialization.Encoding.DER,
+                                             serialization.PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(der).hexdigest()
+
+
 def sign_bundle(bundle: Path, key_path: Path) -> None:
     """Write ``MANIFEST.sig``: the signature of ``bundle/MANIFEST.json`` by the key."""
     key = load_private_key(key_path)
     (bundle / SIGNATURE).write_bytes(key.sign((bundle / MANIFEST).read_bytes()))
     (bundle / SIGNATURE).chmod(0o644)
+
+
+def sign_installer(installer: Path, key_path: Path) -> Path:
+    """Write ``INSTALLER.sig`` beside the installer a first install runs: the raw Ed25519
+    signature of its bytes, which ``edgefuse-verify-installer`` (or ``openssl pkeyutl -verify
+    -rawin``) checks on the board before it runs (MANIFEST.sig cannot vouch for the program that
+    checks it)."""
+    signature = installer.with_name(installer.name + INSTALLER_SIGNATURE_SUFFIX)
+    signature.write_bytes(load_private_key(key_path).sign(installer.read_bytes()))
+    signature.chmod(0o644)
+    return signature
 
 
 def check_signature(manifest: bytes, signature: bytes | None, keys: Sequence[Path],

@@ -30,6 +30,8 @@ from edgefuse.bundle.yaml_positions import Located, YamlSyntaxError, load_locate
 from edgefuse.errors import InputError, Ref
 
 DEFAULT_SERVICE_USER = "HwHiAiUser"  # the Atlas 200I DK A2 image's runtime user
+# its uid and gid where the emitted image creates it (--emit k8s): a pod's runAsUser is a number
+DEFAULT_SERVICE_ID = 1000
 DEFAULT_CANN_HOME = "/usr/local/Ascend/ascend-toolkit/latest"
 DEFAULT_VERIFY = {"optimize_min_cosine": 0.99999, "fp16_min_cosine": 0.999, "max_rel_l2": None,
                   "samples": 2, "seed": 0, "calibration": None}
@@ -144,6 +146,7 @@ def _records(data: dict[str, Any], file: Path) -> BuildSpec:
               **data["target"]}
     name = bundle["name"]
     service = {"name": f"edgefuse-{name}", "user": DEFAULT_SERVICE_USER, "group": None,
+               "uid": DEFAULT_SERVICE_ID, "gid": DEFAULT_SERVICE_ID,
                "supplementary_groups": ["video"], "restart": "always", "restart_sec": 5,
                "environment": {}, **data.get("service", {})}
     service["group"] = service["group"] or service["user"]

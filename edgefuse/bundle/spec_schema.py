@@ -194,6 +194,11 @@ _SERVICE = _object({
              "description": "never root: the app needs only the NPU and camera groups"},
     "group": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_-]{0,31}$",
               "examples": ["HwHiAiUser"]},
+    "uid": {"type": "integer", "minimum": 1, "maximum": 2147483647, "examples": [1000],
+            "description": "the user's number (default 1000): the emitted image and pod run as "
+                           "it (runAsUser); it must own the NPU's device nodes as on the board"},
+    "gid": {"type": "integer", "minimum": 1, "maximum": 2147483647, "examples": [1000],
+            "description": "the group's number (default 1000), for the image and the pod"},
     "supplementary_groups": {"type": "array",
                              "items": {"type": "string", "pattern": "^[a-z_][a-z0-9_-]{0,31}$"},
                              "examples": [["video"]]},

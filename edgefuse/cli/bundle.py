@@ -3,9 +3,14 @@
 `verify DIR|ARCHIVE` does what install.sh does before it installs anything: an archive must be
 complete and hold only files and folders inside its bundle folder (no absolute paths, '..',
 links, device files); every file must match MANIFEST.json and MANIFEST.json its own digest;
-with --key, MANIFEST.json must be signed by one of the keys. Then each model runs once on the
+with --key, MANIFEST.json must be signed by one of the keys; without it the signature is NOT
+checked, the report says so, and a signed bundle is refused (exit 2) unless --no-signature-check
+says that is meant: anyone can re-sign a bundle. Then each model runs once on the
 best backend here against the golden recording made at build time, and the agreement is
 reported (exit 1 when a model misses its gate).
+
+`pin-image K8S_DIR IMAGE@sha256:HEX` names the built and pushed image by its digest in the
+DaemonSet that `build --emit k8s` wrote (a tag can be pushed again with other content).
 
 `rehearse SPEC.yaml -o OUT_DIR` (as root) builds the spec three times, signed (as it is, a newer
 version, a newer one broken on purpose), and in a Debian 12 arm64 root under qemu-user >= 10
@@ -20,6 +25,7 @@ Examples:
   edgefuse bundle verify /opt/edgefuse/tiny-camera/current --backend acl
   edgefuse bundle verify bundle/ --no-run --json report.json
   edgefuse bundle verify release.tar.gz --key keys/release.pub.pem --no-run
+  edgefuse bundle pin-image out/release/k8s registry.example/edgefuse/camera@sha256:<digest>
   sudo edgefuse bundle rehearse spec.yaml -o out/rehearsal --sign keys/release.key.pem
 """
 
@@ -32,6 +38,7 @@ from pathlib import Path
 
 from edgefuse._files import check_output_path, check_outputs_spare_inputs, write_text
 from edgefuse.bundle.bundle_check import verify_bundle
+from edgefuse.bundle.kube import pin_image
 from edgefuse.bundle.rehearsal import RehearsalReport, StepFailed, rehearse
 from edgefuse.errors import EdgefuseError, Ref
 from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
@@ -49,6 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("--key", action="append", metavar="PUB.pem",
                         help="a trusted public key (repeatable): the bundle must be signed by "
                              "one of them")
+    verify.add_argument("--no-signature-check", action="store_true",
+                        help="check a signed bundle's files without a key (its signature is "
+                             "NOT checked; the report says so)")
+    pin = commands.add_parser(
+        "pin-image", help="name the pushed image by its digest in k8s/daemonset.yaml")
+    pin.add_argument("folder", metavar="K8S_DIR", help="the k8s/ folder of --emit k8s")
+    pin.add_argument("image", metavar="IMAGE@sha256:HEX",
+                     help="the pushed image by digest (podman push --digestfile)")
     rehearsal = commands.add_parser(
         "rehearse", help="install, run, upgrade and roll back the spec's bundle in an aarch64 "
                          "root under qemu-user (root only)")
@@ -74,12 +89,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.bundle_command == "rehearse":
         return _rehearse(args)
+    if args.bundle_command == "pin-image":
+        print(f"wrote {pin_image(Path(args.folder), args.image)}: image {args.image}")
+        return 0
     if args.json:
         check_output_path(args.json)
     check_outputs_spare_inputs({"--json report": args.json}, {"bundle": args.bundle})
     report = verify_bundle(args.bundle, backends=tuple(args.backend or DEFAULT_BACKENDS),
                            run_models=not args.no_run,
-                           keys=tuple(Path(key) for key in args.key or ()))
+                           keys=tuple(Path(key) for key in args.key or ()),
+                           check_signature=not args.no_signature_check)
     print(report.render())
     if args.json:
         write_text(args.json, json.dumps(report.to_json(), indent=2) + "\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from edgefuse.bundle.signing import new_key_pair
+from edgefuse.bundle.signing import key_fingerprint, new_key_pair
 from edgefuse.errors import InputError, Ref
 
 
@@ -37,5 +37,6 @@ def run(args: argparse.Namespace) -> int:
                          hint="e.g. edgefuse keys new release", reference=Ref.BAD_ARGUMENT)
     private, public = new_key_pair(folder, args.name)
     print(f"private: {private}   (sign with: edgefuse build SPEC -o OUT --sign {private})")
-    print(f"public:  {public}   (trust on a board: /etc/edgefuse/keys/{public.name})")
+    print(f"public:  {public}   (trust on a board: /etc/edgefuse/keys/"
+          f"{key_fingerprint(public)}.pem, named by its fingerprint)")
     return 0

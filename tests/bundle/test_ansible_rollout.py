@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from edgefuse.bundle.signing import new_key_pair
+from edgefuse.bundle.service import TEMPLATES
+from edgefuse.bundle.signing import key_fingerprint, new_key_pair, sign_installer
 from tests.bundle.trust import PREFIX, build_version
 
 pytestmark = pytest.mark.ort
@@ -86,7 +87,8 @@ def test_a_rolling_rollout_in_batches_is_idempotent_and_stops_at_a_bad_bundle(sm
     assert log.read_text().split() == list(HOSTS)  # one host per batch, in inventory order
     for host in HOSTS:
         assert _release(tmp_path, host).startswith("releases/small-1.0.0-")
-        assert (tmp_path / host / "etc/edgefuse/keys/release.pub.pem").is_file()
+        assert (tmp_path / host / f"etc/edgefuse/keys/{key_fingerprint(public)}.pem").is_file()
+        assert (tmp_path / host / "usr/local/sbin/edgefuse-verify-installer").is_file()
 
     again = _roll_out(tmp_path, inventory, good, *keys)
     assert again.returncode == 0, again.stdout[-3000:]
@@ -117,3 +119,88 @@ def test_an_unsigned_bundle_is_refused_by_the_playbook_before_anything_is_writte
     assert "is not signed" in done.stdout
     assert not (tmp_path / "board1" / PREFIX).exists()
     assert not (tmp_path / "board2" / "etc/edgefuse").exists()
+
+
+# ---- issue 27 §3, §4: what the role trusts ------------------------------------------------------
+
+
+def test_the_roles_verifier_is_the_one_the_bundle_carries():
+    """One verifier: the role's copy (files/) is the template the bundles carry."""
+    role = PLAYBOOK.parent / "roles/edgefuse_bundle/files/edgefuse-verify-installer"
+    assert role.read_bytes() == (TEMPLATES / "edgefuse-verify-installer").read_bytes()
+
+
+@pytest.mark.slow
+def test_a_rollout_that_trusts_no_key_is_refused_before_any_board_is_touched(small_build,
+                                                                           fleet):
+    """The attack: edgefuse_trusted_keys defaulted to [], and an unsigned (or anyone's) bundle
+    reached every board with exit 0 and no warning in the play's output."""
+    tmp_path, inventory, log = fleet
+    done = _roll_out(tmp_path, inventory, small_build.outcome)
+    assert done.returncode != 0
+    assert "edgefuse_trusted_keys is empty" in done.stdout, done.stdout[-3000:]
+    for host in HOSTS:
+        assert not (tmp_path / host / PREFIX).exists()
+        assert not (tmp_path / host / "var/lib/edgefuse").exists()
+    assert not log.exists()
+
+
+@pytest.mark.slow
+def test_allow_unsigned_rolls_out_on_purpose_and_says_so(small_build, fleet):
+    tmp_path, inventory, _ = fleet
+    done = _roll_out(tmp_path, inventory, small_build.outcome, "-e",
+                     "edgefuse_allow_unsigned=true", "-e", "edgefuse_hosts=board1")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "WARNING: edgefuse_allow_unsigned is set" in done.stdout
+    assert _release(tmp_path, "board1").startswith("releases/small-1.0.0-")
+
+
+@pytest.mark.slow
+def test_an_edited_first_install_installer_and_an_attacker_signed_bundle_are_refused(
+        small_build, fleet):
+    """The attack (§3): the board trusts only the release key; the attacker signs a bundle with
+    their own key and edits one line of the install.sh beside it (no signature check). The
+    role ran that installer on a first install, which installed the attacker's bundle. Now the
+    controller runs it only through the verifier, which refuses it: nothing reaches a board."""
+    tmp_path, inventory, log = fleet
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    _, public = new_key_pair(keys, "release")
+    attacker_private, _ = new_key_pair(keys, "attacker")
+    forged = build_version(small_build, tmp_path / "forged", "6.6.6", key=attacker_private)
+    installer = forged.output_dir / "install.sh"
+    text = installer.read_text()
+    assert 'check_signature "$dir"\n' in text
+    installer.write_text(text.replace('check_signature "$dir"\n', "true\n", 1))
+    trust = ["-e", json.dumps({"edgefuse_trusted_keys": [str(public)]})]
+    done = _roll_out(tmp_path, inventory, forged, *trust)
+    assert done.returncode != 0
+    assert "matches no trusted key" in done.stdout and "nothing was run" in done.stdout
+    for host in HOSTS:
+        assert not (tmp_path / host / PREFIX).exists()
+        assert not (tmp_path / host / "var/lib/edgefuse/incoming").exists()
+    # re-signed by the attacker, the installer is still not the release key's
+    sign_installer(installer, attacker_private)
+    again = _roll_out(tmp_path, inventory, forged, *trust)
+    assert again.returncode != 0 and "matches no trusted key" in again.stdout
+    assert not (tmp_path / "board1" / PREFIX).exists()
+
+
+@pytest.mark.slow
+def test_keys_of_the_same_file_name_are_both_trusted_by_fingerprint(small_build, fleet):
+    """The attack (§4): a key file of the same name from another folder replaced the trusted
+    key on the boards. Keys are now added under their fingerprints: both stay."""
+    tmp_path, inventory, _ = fleet
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    private, first = new_key_pair(tmp_path / "a", "release")
+    _, second = new_key_pair(tmp_path / "b", "release")
+    good = build_version(small_build, tmp_path / "v1", "1.0.0", key=private)
+    done = _roll_out(tmp_path, inventory, good, "-e", "edgefuse_hosts=board1", "-e",
+                     json.dumps({"edgefuse_trusted_keys": [str(first), str(second)]}))
+    assert done.returncode == 0, done.stdout[-3000:]
+    store = tmp_path / "board1/etc/edgefuse/keys"
+    assert sorted(p.name for p in store.iterdir()) == sorted(
+        f"{key_fingerprint(key)}.pem" for key in (first, second))
+    assert (store / f"{key_fingerprint(first)}.pem").read_bytes() == first.read_bytes()
+    assert _release(tmp_path, "board1").startswith("releases/small-1.0.0-")

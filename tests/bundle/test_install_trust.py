@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from edgefuse.bundle.bundle_check import verify_bundle, verify_tree
-from edgefuse.bundle.signing import new_key_pair
+from edgefuse.bundle.signing import key_fingerprint, new_key_pair
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.cli.main import main
@@ -450,8 +450,8 @@ def test_the_minirc_hook_installs_the_trusted_keys_and_checks_with_them(signed, 
     done = subprocess.run(["bash", str(hook), str(rootfs)], capture_output=True, text=True,
                           check=False, env=env)
     assert done.returncode == 0, done.stderr
-    assert (rootfs / "etc/edgefuse/keys/release.pub.pem").read_bytes() == \
-        keys["release"][1].read_bytes()
+    assert (rootfs / f"etc/edgefuse/keys/{key_fingerprint(keys['release'][1])}.pem"
+            ).read_bytes() == keys["release"][1].read_bytes()
     assert (rootfs / PREFIX / "current/MANIFEST.sig").is_file()
 
 

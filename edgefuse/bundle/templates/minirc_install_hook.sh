@@ -16,7 +16,9 @@
 #
 # Signing keys: public keys (*.pem) in a folder trusted-keys/ next to this script, or named by
 # EDGEFUSE_TRUSTED_KEYS (colon-separated paths), are installed into <rootfs>/etc/edgefuse/keys/
-# first: from then on the board installs only bundles signed by one of them, this one included.
+# first, each named by its fingerprint, and the bundle's edgefuse-verify-installer into
+# <rootfs>@@VERIFIER_PATH@@: from then on the board installs only bundles signed by one of them,
+# this one included, and runs a new bundle's install.sh only through that verifier.
 set -euo pipefail
 
 BUNDLE_ID=@@BUNDLE_ID@@
@@ -56,9 +58,15 @@ bash "$BUNDLE/install.sh" --verify-only --root "$ROOTFS" ${KEY_ARGS[@]+"${KEY_AR
 if [ ${#KEYS[@]} -gt 0 ]; then
   mkdir -p "$ROOTFS/etc/edgefuse/keys"
   for key in "${KEYS[@]}"; do
-    install -m 0644 "$key" "$ROOTFS/etc/edgefuse/keys/$(basename "$key")"
+    # named by fingerprint (the sha256 of the key's DER form): a key file of the same name from
+    # another folder adds a key, it never replaces a trusted one
+    fingerprint=$(openssl pkey -pubin -in "$key" -outform DER | sha256sum | cut -d' ' -f1)
+    install -m 0644 "$key" "$ROOTFS/etc/edgefuse/keys/$fingerprint.pem"
   done
 fi
+# beside the keys, from the bundle just checked: what runs a later first install's install.sh
+# only where one of these keys signed it (install.sh.sig)
+install -D -m 0755 "$BUNDLE/@@VERIFIER@@" "$ROOTFS@@VERIFIER_PATH@@"
 bash "$BUNDLE/install.sh" --root "$ROOTFS" --offline "$BUNDLE"
 
 hook="$ROOTFS/var/minirc_hook.sh"
