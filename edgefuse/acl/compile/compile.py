@@ -65,6 +65,7 @@ from edgefuse.acl.compile.prepare import (
     prepare_for_atc,
 )
 from edgefuse.acl.compile.soc import detect_soc, validate_soc
+from edgefuse.acl.compile.unified_buffer import UnifiedBuffer, unified_buffer
 from edgefuse.acl.ops import installed
 from edgefuse.acl.ops.build import VENDOR
 from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
@@ -169,7 +170,8 @@ def compile_model(
         plugins = edgefuse_plugins() if custom_ops else ()
     specs = [OPS_BY_NAME[name] for name in used]
     _check_custom_ops_run_on(specs, soc_name)
-    kernel_warnings = _yolo_head_warnings(loaded, soc_name) if "YoloHead" in used else []
+    buffer = unified_buffer(soc_name) if "YoloHead" in used else None
+    kernel_warnings = _yolo_head_warnings(loaded, soc_name, buffer) if buffer else []
     for warning in kernel_warnings:
         logger.warning("%s", warning)
     if atc is not None:
@@ -261,7 +263,8 @@ def compile_model(
                 "precision": plan.decisions,
                 "output_type": output_type,
                 "prepare": prepared.to_json(),
-                "custom_ops": _custom_ops_json(used, decomposed, soc_name, kernel_warnings),
+                "custom_ops": _custom_ops_json(used, decomposed, soc_name, kernel_warnings,
+                                              buffer),
                 "op_support": {
                     "report": REPORT_FILE,
                     "errors": len(report.errors),
@@ -330,8 +333,9 @@ def _check_custom_ops_run_on(specs: Sequence[OpSpec], soc: str) -> None:
         )
 
 
-def _yolo_head_warnings(model: onnx.ModelProto, soc: str) -> list[str]:
-    """A warning per YoloHead whose threshold likely overflows the kernel's candidate cap."""
+def _yolo_head_warnings(model: onnx.ModelProto, soc: str, buffer: UnifiedBuffer) -> list[str]:
+    """A warning per YoloHead whose threshold likely overflows the kernel's candidate cap (the
+    cap of ``buffer``'s Unified Buffer size: the toolkit's where it is present)."""
     family = validate_soc(soc).short_name
     inferred = onnx.shape_inference.infer_shapes(model)
     dims = {
@@ -346,7 +350,8 @@ def _yolo_head_warnings(model: onnx.ModelProto, soc: str) -> list[str]:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         shape = dims.get(node.input[0], [])
         boxes = shape[2] if len(shape) == 3 else None
-        warning = overflow_warning(family, attrs, boxes, node.name or node.output[0])
+        warning = overflow_warning(family, attrs, boxes, node.name or node.output[0],
+                                   buffer.bytes)
         if warning is not None:
             warnings.append(warning)
     return warnings
@@ -354,10 +359,13 @@ def _yolo_head_warnings(model: onnx.ModelProto, soc: str) -> list[str]:
 
 def _custom_ops_json(
     used: Mapping[str, int], decomposed: Mapping[str, int], soc: str,
-    warnings: Sequence[str] = (),
+    warnings: Sequence[str] = (), buffer: UnifiedBuffer | None = None,
 ) -> dict[str, Any]:
-    """The manifest's record of the op package the OM needs (or of the ops decomposed)."""
+    """The manifest's record of the op package the OM needs (or of the ops decomposed); with a
+    YoloHead kernel, the Unified Buffer size its cap was computed from (sim reads it back)."""
     record: dict[str, Any] = {"required": bool(used)}
+    if buffer is not None:
+        record["unified_buffer"] = buffer.to_json()
     if warnings:
         record["warnings"] = list(warnings)
     if decomposed:
