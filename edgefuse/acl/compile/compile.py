@@ -72,7 +72,7 @@ from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.acl.ops.spec import OpSpec
 from edgefuse.acl.ops.toolkit import CANN_BELOW, CANN_MIN, CANN_RANGE
-from edgefuse.acl.ops.yolo_head.spec import overflow_warning
+from edgefuse.acl.ops.yolo_head.spec import nms_limit_warning, overflow_warning
 from edgefuse.convert.onnx_load import graph_input_names, load_model
 from edgefuse.errors import InputError, Ref, ToolError
 from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
@@ -164,6 +164,7 @@ def compile_model(
     loaded = load_model(model)
     used = count_custom_ops(loaded)
     decomposed: dict[str, int] = {}
+    nms_warnings = _decomposed_nms_warnings(loaded) if not custom_ops and "YoloHead" in used else []
     if not custom_ops and used:
         loaded, decomposed, used = host_runnable(loaded), used, {}
     if plugins is None:
@@ -171,7 +172,8 @@ def compile_model(
     specs = [OPS_BY_NAME[name] for name in used]
     _check_custom_ops_run_on(specs, soc_name)
     buffer = unified_buffer(soc_name) if "YoloHead" in used else None
-    kernel_warnings = _yolo_head_warnings(loaded, soc_name, buffer) if buffer else []
+    kernel_warnings = nms_warnings + (_yolo_head_warnings(loaded, soc_name, buffer)
+                                      if buffer else [])
     for warning in kernel_warnings:
         logger.warning("%s", warning)
     if atc is not None:
@@ -354,6 +356,18 @@ def _yolo_head_warnings(model: onnx.ModelProto, soc: str, buffer: UnifiedBuffer)
                                    buffer.bytes)
         if warning is not None:
             warnings.append(warning)
+    return warnings
+
+
+def _decomposed_nms_warnings(model: onnx.ModelProto) -> list[str]:
+    """A warning per YoloHead whose decomposition asks CANN's NMS for more than it documents."""
+    warnings = []
+    for node in all_nodes(model.graph):
+        if node.op_type == "YoloHead" and node.domain in (CUSTOM_DOMAIN, "", "ai.onnx"):
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            warning = nms_limit_warning(attrs, node.name or node.output[0])
+            if warning is not None:
+                warnings.append(warning)
     return warnings
 
 

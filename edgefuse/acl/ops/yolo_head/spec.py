@@ -212,6 +212,28 @@ def overflow_warning(
     )
 
 
+# CANN's NonMaxSuppression takes at most 700 as max_output_boxes_per_class ("数值上限为700":
+# hiascend canncommercial/800 apiref/aolapi/context/aclnnNonMaxSuppression.md); above it the op
+# may exhaust the NPU's resources (the op-support table's nms-max-output-700). The decomposition
+# (--no-custom-ops) feeds it max_per_class, or max_detections when that is 0.
+CANN_NMS_MAX_OUTPUT = 700
+
+
+def nms_limit_warning(attrs: Mapping[str, Any], node: str) -> str | None:
+    """The compile warning for a YoloHead decomposed onto CANN's NonMaxSuppression with a
+    per-class limit above what that op documents."""
+    limit = int(attrs.get("max_per_class", 0)) or int(attrs.get("max_detections", 300))
+    if limit <= CANN_NMS_MAX_OUTPUT:
+        return None
+    option = "max_per_class" if int(attrs.get("max_per_class", 0)) else "max_detections"
+    return (
+        f"YoloHead '{node}' decomposed (--no-custom-ops): its NonMaxSuppression keeps up to "
+        f"{limit} boxes per class ({option}), above the {CANN_NMS_MAX_OUTPUT} CANN documents for "
+        f"max_output_boxes_per_class; the op may exhaust the NPU's resources. Set max_per_class "
+        f"to {CANN_NMS_MAX_OUTPUT} or less (max_detections may stay larger)"
+    )
+
+
 _FLOAT = ("float16", "float32")
 _ND = ("ND", "ND")
 
