@@ -121,7 +121,7 @@ class AclSession(Session):
         self._yuv_input = record.input if record is not None and record.spec.is_yuv else None
         self._resources = Resources()
         acl = RUNTIME.acquire()
-        self._resources.push("acl.finalize", RUNTIME.release)
+        self._resources.push("release pyACL (finalized at exit)", RUNTIME.release)
         try:
             self._acl = acl
             self._check_soc(manifest)

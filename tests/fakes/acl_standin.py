@@ -5,6 +5,9 @@ nothing in the edgefuse package can import it, so it can never be picked as a ba
 
 What it enforces, beyond returning pyACL's shapes of results (``(value, ret)`` tuples, bare codes,
 handles that are 0 on failure):
+- one ``acl.init`` per process, as older CANN documents ("一个进程内只能调用一次acl.init接口":
+  canncommercial/5046 aclpythondevg_01_0004): an ``acl.init`` after ``acl.finalize`` is a
+  ``StandInViolation`` (a stand-in is one process: the suite's fixture uses a fresh one per test);
 - call order: nothing but ``get_soc_name`` before ``acl.init`` (ACL_ERROR_UNINITIALIZE); calls that
   need a device context fail with ACL_ERROR_RT_CONTEXT_NULL in a thread that has none, and a model
   or stream used under another context fails with ACL_ERROR_RT_MODEL_CONTEXT / STREAM_CONTEXT;
@@ -154,6 +157,7 @@ class AclStandIn(types.ModuleType):
         self._lock = threading.RLock()
         self._ids = itertools.count(0x1000)
         self._initialized = False
+        self._finalized = False
         self._devices: dict[int, int] = {}  # device id -> set_device count
         self._contexts: dict[int, int] = {}  # context -> device
         self._streams: dict[int, int] = {}  # stream -> context
@@ -327,6 +331,9 @@ class AclStandIn(types.ModuleType):
     def _init(self) -> int:
         if self._initialized:
             return REPEAT_INITIALIZE
+        if self._finalized:
+            self._violation("acl.init after acl.finalize in one process: older CANN allows one "
+                            "acl.init per process (aclpythondevg_01_0004)")
         self._initialized = True
         return 0
 
@@ -336,6 +343,7 @@ class AclStandIn(types.ModuleType):
         self.leaks_at_finalize = {k: v for k, v in self.outstanding().items()
                                   if k != "initialized"}
         self._initialized = False
+        self._finalized = True
         return 0
 
     def _set_device(self, device: int) -> int:
