@@ -339,6 +339,49 @@ def test_batch_gear_pads_to_the_next_gear_and_cuts_back(standin, tmp_path):
     assert standin.violations == []
 
 
+def test_a_partial_batch_runs_on_zeroed_spare_rows_whatever_ran_before(standin, tmp_path):
+    """Issue 30 §4: batch 3 runs on gear 4; its fourth row is zero, not fresh device memory's
+    garbage nor the rows of the batch 8 that ran before, so one feed gives one output."""
+    seen = []
+
+    def compute(feeds):
+        seen.append(feeds["x"].copy())
+        return [feeds["x"] + feeds["x"].sum()]  # every row depends on every row, spare included
+
+    om = dataclasses.replace(batch_om(), compute=compute)
+    with _open(standin, tmp_path, om) as session:
+        x = _x((3, 3))
+        first = session.run({"x": x})["y"]
+        session.run({"x": _x((8, 3)) + 100})
+        again = session.run({"x": x})["y"]
+        memsets = standin.calls.count("acl.rt.memset")
+        session.run({"x": x})
+        assert standin.calls.count("acl.rt.memset") == memsets  # nothing stale left to clear
+    assert [feed.shape for feed in seen] == [(4, 3), (8, 3), (4, 3), (4, 3)]
+    np.testing.assert_array_equal(seen[0][3], 0)
+    np.testing.assert_array_equal(seen[2][3], 0)
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, x + x.sum())
+    assert standin.violations == []
+
+
+@pytest.mark.parametrize(("om", "feeds", "shapes"), [
+    (batch_om, {"x": _x((3, 3))}, [(None, 3)]),
+    (hw_om, {"x": _x((1, 1, 4, 4))}, [(1, 1, None, None)]),
+    (dims_om, {"a": _x((1, 2)), "b": _x((2, 2))}, [(1, None), (None, 2)]),
+], ids=["batch", "hw", "dims"])
+def test_v2_dims_that_report_the_largest_gear_are_read_as_geared(standin, tmp_path, om, feeds,
+                                                                 shapes):
+    """Issue 30 §4: on the DK A2, get_input_dims_v2 gives a gear model's largest gear, not -1."""
+    model = dataclasses.replace(om(), v2_reports_largest_gear=True)
+    with _open(standin, tmp_path, model) as session:
+        assert [spec.shape for spec in session.inputs] == shapes
+        expected = om().compute(feeds)
+        for got, want in zip(session.run(feeds).values(), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+    assert standin.violations == []
+
+
 def test_image_size_gear_must_match_exactly(standin, tmp_path):
     with _open(standin, tmp_path, hw_om()) as session:
         for size in (4, 8):
