@@ -184,7 +184,9 @@ def compile_model(
     report = check_model(prepared.model, target=soc_name, plugins=plugins, gear_dims=gears.dims)
     if not report.ok:
         raise _unsupported(report, soc_name)
-    aipp_record = _aipp_record(prepared.model, input_names, aipp) if aipp is not None else None
+    aipp_record = (_aipp_record(prepared.model, input_names, aipp, dynamic_image_size)
+                   if aipp is not None else None)
+    size_from_gears = aipp is not None and dynamic_image_size is not None
     plan = plan_keep_fp32(prepared.model, keep_fp32).for_mode(precision)
     family = validate_soc(soc_name).short_name
     dtype_warning = origin_dtype_warning(prepared.model, precision, family)
@@ -203,6 +205,7 @@ def compile_model(
         dynamic_batch_size=list(dynamic_batch) if dynamic_batch is not None else None,
         dynamic_image_size=list(dynamic_image_size) if dynamic_image_size is not None else None,
         output_type=output_type,
+        aipp_size_from_gears=size_from_gears,
     )
     argv = options.to_argv()
     outputs = _output_entries(prepared.model, output_type)
@@ -216,7 +219,8 @@ def compile_model(
         _write(staging / REPORT_FILE, json.dumps(report.to_json(), indent=2) + "\n")
         if aipp_record is not None:
             _write(staging / AIPP_FILE,
-                   aipp_record.spec.to_cfg(related_input_rank=aipp_record.related_input_rank))
+                   aipp_record.spec.to_cfg(related_input_rank=aipp_record.related_input_rank,
+                                           size_from_gears=size_from_gears))
             files.append(AIPP_FILE)
         if plan.keep_dtype_text:
             _write(staging / KEEP_DTYPE_FILE, plan.keep_dtype_text)
@@ -478,8 +482,11 @@ def _atc_input_shape(model: onnx.ModelProto, input_names: Sequence[str]) -> dict
     }
 
 
-def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec) -> AippRecord:
-    """Where AIPP feeds the model, after checking that AIPP's output fits that input."""
+def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec,
+                 image_gears: Sequence[tuple[int, int]] | None = None) -> AippRecord:
+    """Where AIPP feeds the model, after checking that AIPP's output fits that input. With
+    image-size gears the input's H and W are the gears', and the spec's size must be one of
+    them (it is the frame size the host replays; the board takes a frame of any gear)."""
     name = spec.input or names[0]
     if name not in names:
         raise InputError(
@@ -487,8 +494,24 @@ def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec) -
             hint=f"the model's inputs: {', '.join(names)}",
             reference=Ref.BAD_AIPP_SPEC,
         )
-    dims = _declared_dims(model, name)
+    declared = dims = _declared_dims(model, name)
     width, height = spec.output_size
+    if image_gears is not None:
+        if spec.crop is not None:
+            raise InputError(
+                "static AIPP with image-size gears cannot crop: CANN takes the source size from "
+                "each run's gear (src_image_size_w/h 0) and allows no crop or padding",
+                hint="drop 'crop' from the AIPP spec (aclpythondevg_0044)",
+                reference=Ref.BAD_AIPP_SPEC,
+            )
+        if (height, width) not in [tuple(g) for g in image_gears]:
+            raise InputError(
+                f"the AIPP spec's source_size {width}x{height} is not one of the image-size "
+                f"gears {[list(g) for g in image_gears]} (height, width)",
+                hint="give the source_size of one gear (the frame size host runs replay)",
+                reference=Ref.BAD_AIPP_SPEC,
+            )
+        dims = [*dims[:2], height, width]
     if len(dims) != 4 or dims[1] != 3 or dims[2:] != [height, width]:
         raise InputError(
             f"AIPP outputs 3x{height}x{width} but input '{name}' is {dims}",
@@ -502,7 +525,8 @@ def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec) -
             reference=Ref.BAD_AIPP_SPEC,
         )
     return AippRecord(input=name, related_input_rank=list(names).index(name), spec=spec,
-                      config=AIPP_FILE, model_input_layout="NCHW", model_input_shape=tuple(dims))
+                      config=AIPP_FILE, model_input_layout="NCHW",
+                      model_input_shape=tuple(declared))
 
 
 def _entry(value: onnx.ValueInfoProto, dims: Sequence[int | str | None]) -> TensorEntry:
