@@ -35,11 +35,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def standin(monkeypatch):
-    """A fresh strict ``acl`` stand-in installed as the ``acl`` module (host run mode)."""
+    """A fresh strict ``acl`` stand-in installed as the ``acl`` module (host run mode); one test
+    is one process to it, so pyACL is finalized after the test as at interpreter exit."""
     fake = AclStandIn()
     monkeypatch.setitem(sys.modules, "acl", fake)
     yield fake
     assert RUNTIME.users == 0, "a test left an AclSession open"
+    RUNTIME.shutdown()
 
 
 @pytest.fixture

@@ -72,6 +72,37 @@ def select_gear(gears: OmGears, dynamic: Sequence[tuple[np.ndarray, Sequence[int
     return GearChoice(dims)
 
 
+def geared_axes(gears: OmGears, dims: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """Per input, the axes the gears decide, from the dims the OM reports for it.
+
+    Why not just the -1 entries: the Atlas 200I DK A2's pyACL page says ``get_input_dims_v2``
+    returns the largest gear's combination for a gear model where ``get_input_dims`` gives -1
+    (aclpythondevg "get_input_dims_v2", Atlas200IDKA2DeveloperKit 23.0.RC2 aadgp/
+    aclpythondevg_01_0190), so both readings are accepted: a -1 is geared; without one, ``batch``
+    gears decide axis 0, ``hw`` gears the H and W of an NCHW input that holds the largest
+    gear's (or any gear's) size, and ``dims`` gears every position whose value differs between
+    gears.
+    """
+    if gears.kind == "batch":
+        return [(0,) if len(d) else () for d in dims]
+    if gears.kind == "hw":
+        largest = (max(h for h, _ in gears.values), max(w for _, w in gears.values))
+        axes = []
+        for d in dims:
+            minus = tuple(i for i, v in enumerate(d) if v < 0)
+            sized = len(d) == 4 and (tuple(d[2:]) == largest or tuple(d[2:]) in gears.values)
+            axes.append(minus or ((2, 3) if sized else ()))
+        return axes
+    varying = {i for i in range(len(gears.values[0]))
+               if len({gear[i] for gear in gears.values}) > 1} if gears.values else set()
+    axes, offset = [], 0
+    for d in dims:
+        minus = tuple(i for i, v in enumerate(d) if v < 0)
+        axes.append(minus or tuple(i for i in range(len(d)) if offset + i in varying))
+        offset += len(d)
+    return axes
+
+
 def no_gear_error(om_name: str, gears: OmGears, given: str) -> InputError:
     """The refusal of a feed no gear takes, as the board and the simulation word it."""
     return InputError(

@@ -2,7 +2,12 @@
 
 Why each piece:
 - ``acl.init`` / ``acl.finalize`` are once per process, but several sessions (and other libraries,
-  e.g. torch_npu) share the process. ``AclRuntime`` counts its users, tolerates
+  e.g. torch_npu) share the process. Older CANN allows one ``acl.init`` per process ("一个进程内只能
+  调用一次acl.init接口": hiascend canncommercial/5046 inferapplicationdev/aclpythondevg/
+  aclpythondevg_01_0004.html), so a program that closes its last session and opens another must
+  not initialise again: ``AclRuntime`` initialises on the first session and finalizes once, at
+  interpreter exit (``atexit``), as the finalize page asks ("应用的进程退出前,应显式调用该接口",
+  not from a destructor: aclpythondevg_01_0005). It counts its users, tolerates
   ACL_ERROR_REPEAT_INITIALIZE (someone else initialised: then it is theirs to finalize) and
   ACL_ERROR_REPEAT_FINALIZE, like mmdeploy's ``Context`` (mmdeploy/backend/ascend/wrapper.py).
 - A pyACL context is current per thread; a model or stream used under another context fails
@@ -16,6 +21,7 @@ Why each piece:
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import itertools
 import logging
@@ -57,13 +63,14 @@ def import_acl() -> ModuleType:
 
 
 class AclRuntime:
-    """``acl.init`` on the first ``acquire``, ``acl.finalize`` after the last ``release``."""
+    """``acl.init`` on the first ``acquire`` of the process, ``acl.finalize`` at its exit."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
         self._owned = False
         self._acl: ModuleType | None = None
+        self._exit_hook = False
 
     @property
     def users(self) -> int:
@@ -79,15 +86,26 @@ class AclRuntime:
                     raise AclError("acl.init", ret)
                 self._owned = ret == ACL_SUCCESS
                 self._acl = acl
+                if not self._exit_hook:
+                    atexit.register(self._shutdown_at_exit)
+                    self._exit_hook = True
             self._users += 1
             return acl
 
     def release(self) -> None:
+        """One user fewer; pyACL stays initialised for the next session of the process."""
         with self._lock:
             if self._users == 0:
                 raise RuntimeError("AclRuntime.release() without a matching acquire()")
             self._users -= 1
+
+    def shutdown(self) -> None:
+        """``acl.finalize`` when edgefuse initialised pyACL and no session is open (the exit
+        hook; a session still open at exit keeps pyACL, and the process ends either way)."""
+        with self._lock:
             if self._users:
+                log.warning("%d acl session(s) still open at exit: pyACL not finalized",
+                            self._users)
                 return
             acl, owned = self._acl, self._owned
             self._acl, self._owned = None, False
@@ -95,6 +113,12 @@ class AclRuntime:
             ret = acl.finalize()
             if ret not in (ACL_SUCCESS, ACL_ERROR_REPEAT_FINALIZE):
                 raise AclError("acl.finalize", ret)
+
+    def _shutdown_at_exit(self) -> None:
+        try:
+            self.shutdown()
+        except AclError as exc:  # the process ends anyway: say so, without a traceback
+            log.warning("%s", exc)
 
 
 RUNTIME = AclRuntime()

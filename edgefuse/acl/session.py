@@ -16,7 +16,9 @@ mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-tool
 - Dynamic OMs are gear models (ATC ``--dynamic_batch_size`` / ``--dynamic_image_size`` /
   ``--dynamic_dims``). A batch that is not a gear runs on the next larger gear and the outputs are
   cut back along axis 0 (mmdeploy does the same); image sizes and dims must be a gear exactly.
-  The rule lives in ``edgefuse.acl.gears``, shared with the ``sim`` backend.
+  The rule lives in ``edgefuse.acl.gears``, shared with the ``sim`` backend. The gear's spare
+  rows are zeroed (``_clear_spare``), so a partial batch computes the same whatever ran before;
+  the geared axes are read from -1 or from the largest gear, as pyACL versions report them.
 - The soc the build was compiled for must be the device's exactly (checked before the OM is
   loaded), even within one family such as Ascend310B1/Ascend310B4 (see ``_check_soc``); a
   different CANN version is logged, since ATC output is only guaranteed on its own CANN.
@@ -37,7 +39,7 @@ import numpy as np
 
 from edgefuse.acl.atc.runner import cann_version
 from edgefuse.acl.compile.soc import KNOWN_SOCS
-from edgefuse.acl.gears import OmGears, select_gear
+from edgefuse.acl.gears import OmGears, geared_axes, select_gear
 from edgefuse.acl.resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resources, import_acl
 from edgefuse.acl.return_codes import (
     ACL_DEVICE,
@@ -121,7 +123,7 @@ class AclSession(Session):
         self._yuv_input = record.input if record is not None and record.spec.is_yuv else None
         self._resources = Resources()
         acl = RUNTIME.acquire()
-        self._resources.push("acl.finalize", RUNTIME.release)
+        self._resources.push("release pyACL (finalized at exit)", RUNTIME.release)
         try:
             self._acl = acl
             self._check_soc(manifest)
@@ -216,12 +218,31 @@ class AclSession(Session):
         dynamic = [b for b in inputs if b[1] == DYNAMIC_INPUT_NAME]
         self._dynamic_index = dynamic[0][0] if dynamic else None
         self.gears: OmGears | None = self._read_gears() if dynamic else None
+        if self.gears is not None:
+            inputs = self._with_geared_axes(self.gears, inputs)
 
         self._input_dataset = self._dataset()
         self._inputs = tuple(self._buffer(self._input_dataset, *info) for info in inputs)
         self._output_dataset = self._dataset()
         self._outputs = tuple(self._buffer(self._output_dataset, *info) for info in outputs)
         self._data_inputs = tuple(b for b in self._inputs if b.name != DYNAMIC_INPUT_NAME)
+        # Bytes past what the last run wrote that may hold something else: fresh device memory
+        # is not zeroed, and a smaller batch leaves a larger one's rows behind (``_clear_spare``).
+        self._stale = [b.size for b in self._data_inputs]
+
+    @staticmethod
+    def _with_geared_axes(gears: OmGears, inputs: list[tuple]) -> list[tuple]:
+        """The inputs' dims with -1 on every axis a gear decides (``geared_axes``: pyACL may
+        report the largest gear there instead of -1)."""
+        data = [info for info in inputs if info[1] != DYNAMIC_INPUT_NAME]
+        axes = iter(geared_axes(gears, [info[2] for info in data]))
+        marked = []
+        for index, name, dims, dtype, size in inputs:
+            if name != DYNAMIC_INPUT_NAME:
+                geared = next(axes)
+                dims = tuple(-1 if axis in geared else d for axis, d in enumerate(dims))
+            marked.append((index, name, dims, dtype, size))
+        return marked
 
     def _binding_info(self, index: int, kind: str) -> tuple[int, str, tuple[int, ...], np.dtype,
                                                              int]:
@@ -335,6 +356,7 @@ class AclSession(Session):
                     )
                 check(acl.rt.memcpy(binding.address, binding.size, array.ctypes.data,
                                     array.nbytes, self._to_device), "acl.rt.memcpy")
+            self._clear_spare(arrays)
             if self._async:
                 check(acl.mdl.execute_async(self._model_id, self._input_dataset,
                                             self._output_dataset, self._stream),
@@ -345,6 +367,20 @@ class AclSession(Session):
                       "acl.mdl.execute")
             return {spec.name: self._fetch(binding, real_batch)
                     for spec, binding in zip(self.outputs, self._outputs, strict=True)}
+
+    def _clear_spare(self, arrays: list[np.ndarray]) -> None:
+        """Zero what lies past each input's real rows, once: a batch that runs on a larger gear
+        copies only its own rows, and the gear's spare rows would otherwise hold garbage or an
+        earlier run's frames, so the same feed would not always give the same outputs. Each
+        stale byte is cleared once (``acl.rt.memset``); a run that fills its buffer clears
+        nothing."""
+        for position, (binding, array) in enumerate(zip(self._data_inputs, arrays, strict=True)):
+            stale = self._stale[position]
+            if stale > array.nbytes:
+                check(self._acl.rt.memset(binding.address + array.nbytes,
+                                          binding.size - array.nbytes, 0, stale - array.nbytes),
+                      "acl.rt.memset")
+            self._stale[position] = array.nbytes
 
     def _fetch(self, binding: _Binding, real_batch: int | None) -> np.ndarray:
         acl = self._acl

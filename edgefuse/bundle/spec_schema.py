@@ -266,8 +266,11 @@ SCHEMA: dict[str, Any] = {
             "soc": {"type": "string", "minLength": 1, "examples": ["Ascend310B4"]},
             "cann": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+([.][0-9A-Za-z]+)*$",
                      "examples": ["7.0.0"], "description": "the CANN version the board runs"},
-            "cann_home": {"type": "string", "pattern": "^/", "examples": [
-                "/usr/local/Ascend/ascend-toolkit/latest"]},
+            "cann_home": {"type": "string", "pattern": "^(/[A-Za-z0-9_.+-]+)+/?$", "examples": [
+                "/usr/local/Ascend/ascend-toolkit/latest"],
+                          "description": "an absolute path on the board: it goes into the "
+                                         "service's PATH-like variables, so no ':', space or "
+                                         "newline"},
         }, ("soc",)),
         "reproducibility": _object({
             "source_date_epoch": {"type": "integer", "minimum": 315532800,

@@ -15,7 +15,7 @@ stage stores nothing. Nothing here prints: progress goes to the ``progress`` cal
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import hashlib
 import json
 import math
 import shutil
@@ -31,13 +31,19 @@ import onnx
 from edgefuse import model_info
 from edgefuse._deps import require_torch
 from edgefuse._files import save_onnx
-from edgefuse.acl.atc.runner import cann_version, find_atc
+from edgefuse.acl.atc.runner import cann_version, find_atc, toolkit_version_files
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.compile.precision import KeepFp32
 from edgefuse.apps.models import catalogue_info
 from edgefuse.bundle.cache import Cache, CachedOnly, Entry
 from edgefuse.bundle.digests import key_of, tool_versions, tree_sha256
+from edgefuse.bundle.factory_sources import (
+    covered_files,
+    factory_source_digests,
+    forget_local_modules,
+    uncovered_local_modules,
+)
 from edgefuse.bundle.golden import GOLDEN_NPZ, record_golden
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH
 from edgefuse.bundle.spec import ModelSpec
@@ -136,7 +142,8 @@ def _source_identity(model: ModelSpec) -> dict[str, Any]:
         name, variant = model.catalogue_name
         return {"catalogue": name, "variant": variant}
     if model.source_kind == "factory":
-        return {"factory": model.source, "module": _factory_module_sha256(model)}
+        return {"factory": model.source,
+                "sources": factory_source_digests(model.source, model.directory)}
     digest = tree_sha256(model.source_file)
     if model.sha256 is not None and digest != model.sha256:
         raise InputError(
@@ -148,24 +155,6 @@ def _source_identity(model: ModelSpec) -> dict[str, Any]:
     return {"file": digest}
 
 
-def _factory_module_sha256(model: ModelSpec) -> str | None:
-    """The digest of the factory's module: the spec folder's own (where convert imports it
-    from, as ``python -m`` would: a package counts whole), else an installed one."""
-    module = model.source.partition(":")[0]
-    relative = Path(*module.split("."))
-    for candidate in (model.directory / relative.with_suffix(".py"),
-                      model.directory / relative / "__init__.py"):
-        if candidate.is_file():
-            return tree_sha256(candidate.parent if candidate.name == "__init__.py"
-                               else candidate)
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    origin = Path(found.origin) if found is not None and found.origin else None
-    return tree_sha256(origin) if origin is not None and origin.is_file() else None
-
-
 def _inputs_json(model: ModelSpec) -> list | None:
     if model.inputs is None:
         return None
@@ -173,13 +162,21 @@ def _inputs_json(model: ModelSpec) -> list | None:
 
 
 def atc_identity() -> str | None:
-    """The CANN that compiles here, None without ATC: its version and a digest of the ``atc``
-    on PATH (the version alone reads "unknown" without CANN's install-info file, and another
-    toolkit's atc may be first on PATH); part of the compile key."""
+    """The CANN that compiles here, None without ATC: its version, a digest of the ``atc`` on
+    PATH (another toolkit's atc may be first on PATH) and a digest of the toolkit's version
+    files (``toolkit_version_files``): ``atc`` is a launcher script that runs the toolkit's
+    compiler binary, so an upgrade in place changes those files, not the launcher (issue 27 §2).
+    Part of the compile key."""
     atc = find_atc()
     if atc is None:
         return None
-    return f"{cann_version() or 'unknown'} atc:{file_sha256(Path(atc).resolve())[:16]}"
+    launcher = Path(atc).resolve()
+    versions = hashlib.sha256()
+    for path in toolkit_version_files(launcher):
+        name = f"{path.parent.name}/{path.name}"
+        versions.update(name.encode("utf-8") + b"\0" + path.read_bytes() + b"\0")
+    return (f"{cann_version() or 'unknown'} atc:{file_sha256(launcher)[:16]} "
+            f"versions:{versions.hexdigest()[:16]}")
 
 
 # ---- producers ----------------------------------------------------------------------------------
@@ -213,13 +210,34 @@ def _convert_on(model: ModelSpec, scratch: Path) -> dict[str, Any]:
     elif model.source_kind == "factory":
         if str(model.directory) not in sys.path:  # the spec's own modules, as `python -m` does
             sys.path.insert(0, str(model.directory))
+        forget_local_modules(model.directory)  # the files as they are now, not as first imported
         source = model.source
     else:
         source = str(model.source_file)
     proto = convert(source, inputs=shapes, opset=model.opset)
+    if model.source_kind == "factory":
+        _check_factory_sources(model)
     _set_metadata(proto, "edgefuse.source", model.source)  # as written: no absolute path
     onnx.save_model(proto, str(scratch / MODEL_FILE))
     return {"inputs": [i.name for i in proto.graph.input]}
+
+
+def _check_factory_sources(model: ModelSpec) -> None:
+    """Refuse to store a model whose factory loaded a module of the spec's folder that its key
+    does not cover (imported by a name built at run time): the entry would outlive its edits."""
+    covered = covered_files(model.source, model.directory)
+    missed = uncovered_local_modules(covered, model.directory)
+    if missed:
+        names = ", ".join(missed)
+        raise InputError(
+            f"model '{model.name}': the factory '{model.source}' loaded {names}, which its "
+            "import statements do not name",
+            context="the build cache keys a factory model on the files its imports name; "
+                    "a module imported by a computed name would be missed when it changes",
+            hint="import the module by name (`import helper` / `from helper import x`), or put "
+                 "the factory in a package (a package counts whole)",
+            reference=Ref.BAD_FACTORY,
+        )
 
 
 def _set_metadata(proto: onnx.ModelProto, key: str, value: str) -> None:

@@ -20,6 +20,7 @@ ONNX Runtime passes on code that breaks there:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import onnx
@@ -104,10 +105,12 @@ def _padding(prefix: str, node: onnx.NodeProto, exact: str, padded: str) -> list
     ]
 
 
-def cap_yolo_head_candidates(model: onnx.ModelProto, soc: str) -> onnx.ModelProto:
+def cap_yolo_head_candidates(model: onnx.ModelProto, soc: str,
+                             ub_bytes: int | None = None) -> onnx.ModelProto:
     """A copy of ``model`` whose YoloHead nodes see only the candidates the kernel keeps on
     ``soc``: past the first ``candidate_capacity`` boxes (in box order) whose best score is
-    above the threshold, a box's score rows are zeroed."""
+    above the threshold, a box's score rows are zeroed. ``ub_bytes``: the Unified Buffer size
+    the build recorded (the toolkit's, where compile had one), else the soc's from the table."""
     family = validate_soc(soc).short_name
     heads = [n for n in model.graph.node
              if n.op_type == YOLO_HEAD and n.domain in (CUSTOM_DOMAIN, *_DEFAULT)]
@@ -131,7 +134,7 @@ def cap_yolo_head_candidates(model: onnx.ModelProto, soc: str) -> onnx.ModelProt
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
             elem_type, shape = values.get(node.input[0], (onnx.TensorProto.FLOAT, None))
             boxes = shape[2] if shape is not None and isinstance(shape[2], int) else None
-            capacity = candidate_capacity(family, attrs, boxes)
+            capacity = candidate_capacity(family, attrs, boxes, ub_bytes)
             if capacity is not None:
                 capped = f"{node.input[0]}__sim_capped_{index}"
                 rewritten += _cap(f"sim_yolo_cap_{index}", node.input[0], capped, attrs,
@@ -141,6 +144,13 @@ def cap_yolo_head_candidates(model: onnx.ModelProto, soc: str) -> onnx.ModelProt
     del graph.node[:]
     graph.node.extend(rewritten)
     return copy
+
+
+def recorded_unified_buffer(custom_ops: Any) -> int | None:
+    """The Unified Buffer bytes a build's manifest recorded (``custom_ops.unified_buffer``)."""
+    record = custom_ops.get("unified_buffer") if isinstance(custom_ops, dict) else None
+    value = record.get("bytes") if isinstance(record, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _cap(prefix: str, source: str, capped: str, attrs: dict, capacity: int, opset: int,

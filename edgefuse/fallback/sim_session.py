@@ -44,7 +44,11 @@ from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import BackendUnavailableError, ModelLoadError, Ref
 from edgefuse.fallback.aipp_frames import AippFrameSession, wants_frames
 from edgefuse.fallback.ort_session import OrtSession, probe_provider
-from edgefuse.fallback.sim_device_ops import cap_yolo_head_candidates, pad_nms_like_cann
+from edgefuse.fallback.sim_device_ops import (
+    cap_yolo_head_candidates,
+    pad_nms_like_cann,
+    recorded_unified_buffer,
+)
 from edgefuse.fallback.sim_footprint import Footprint, estimate_footprint
 from edgefuse.fallback.sim_numerics import SimNumerics, name_nodes, plan_numerics
 from edgefuse.fallback.sim_target import DEFAULT_SIM_SOC, SimTarget, format_bytes, sim_target
@@ -89,8 +93,9 @@ class SimSession(Session):
         self.soc = self.target.soc
         self._om_name = manifest.om or "model.om"
         self._check_soc(manifest)
-        board_ops = cap_yolo_head_candidates(pad_nms_like_cann(load_model(source.onnx)),
-                                             self.soc)
+        board_ops = cap_yolo_head_candidates(
+            pad_nms_like_cann(load_model(source.onnx)), self.soc,
+            recorded_unified_buffer(manifest.extra.get("custom_ops")))
         model = name_nodes(host_runnable(board_ops))
         self.numerics: SimNumerics = plan_numerics(model, manifest.extra.get("precision"))
         self.gears: OmGears | None

@@ -13,9 +13,15 @@ other columns exist depends on ``--aic-metrics`` and the product, so only these 
 and these are used when present: ``Task Type`` (AI_CORE, AI_VECTOR_CORE, AI_CPU, ...),
 ``Task Start Time(us)`` (the order of execution).
 
+At ``--task-time=l0`` only ``OP Type`` and ``Task Type`` are not collected and read ``N/A``
+(``Block Dim`` reads 0); ``Task Duration`` is there at l0 as at l1 (CANN 8.0 profiling docs,
+op_summary field table: hiascend CANNCommunityEdition/80RC1alpha001 devaids/auxiliarydevtool/
+atlasprofiling_16_0165.html). So an l0 file is read, its op types as ``N/A``, and the ops are
+still named by ``Op Name`` (which is what ties them to the model's nodes).
+
 An op appears once per inference; the first ``warmup`` occurrences of each are dropped and the
-median of the rest is its time. ``Task Duration`` of ``N/A`` (collection level l0) is an error:
-there is nothing to profile without it.
+median of the rest is its time. A ``Task Duration`` that is not a number is an error: there is
+nothing to profile without it.
 """
 
 from __future__ import annotations
@@ -72,7 +78,8 @@ def _add(tasks: dict[str, BoardTask], row: dict[str, str], path, line: int) -> N
     except ValueError as exc:
         raise EdgefuseError(
             f"{path}:{line}: Task Duration(us) of '{name}' is {row['Task Duration(us)']!r}",
-            hint="collect with task time on (msprof --task-time=on, the default; not l0)",
+            hint="collect with task time on (msprof --task-time=on, the default, or l0/l1) "
+                 "and export again (msprof --export=on)",
             reference=Ref.BAD_PROFILE_FILE) from exc
     start = _number(row.get("Task Start Time(us)"), default=float(line))
     task = tasks.get(name)

@@ -27,9 +27,47 @@ def _factory_model(tmp_path, module_text: str):
 def test_a_factory_models_source_is_in_its_key(tmp_path):
     model = _factory_model(tmp_path, "def build():\n    return 1\n")
     first = _source_identity(model)
-    assert first["module"] is not None  # was None: the spec folder is not on sys.path here
+    assert first["sources"]  # was None: the spec folder is not on sys.path here
     (tmp_path / "spec" / "mynet.py").write_text("def build():\n    return 2\n")
-    assert _source_identity(model)["module"] != first["module"]
+    assert _source_identity(model)["sources"] != first["sources"]
+
+
+@pytest.mark.parametrize("importer", ["import helpers\n", "from helpers import width\n",
+                                      "import tools.helpers\n", "from tools import helpers\n"])
+def test_a_helper_module_the_factory_imports_is_in_its_key(tmp_path, importer):
+    """Issue 27 §2: a helper beside the spec (a module or a package) that the factory imports."""
+    model = _factory_model(tmp_path, importer + "def build():\n    return 1\n")
+    folder = tmp_path / "spec"
+    (folder / "tools").mkdir()
+    (folder / "tools" / "__init__.py").write_text("")
+    for helper in (folder / "helpers.py", folder / "tools" / "helpers.py"):
+        helper.write_text("width = 8\n")
+    first = _source_identity(model)
+    (folder / "helpers.py").write_text("width = 16\n")
+    (folder / "tools" / "helpers.py").write_text("width = 16\n")
+    assert _source_identity(model) != first
+
+
+def test_a_factory_in_a_package_keys_on_the_whole_package(tmp_path):
+    model = _factory_model(tmp_path, "")
+    model = dataclasses.replace(model, source="nets.yolo:build")
+    package = tmp_path / "spec" / "nets"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "yolo.py").write_text("from .blocks import width\ndef build():\n    return 1\n")
+    (package / "blocks.py").write_text("width = 8\n")
+    first = _source_identity(model)
+    assert set(first["sources"]) == {"nets/__init__.py", "nets/yolo.py", "nets/blocks.py"}
+    (package / "blocks.py").write_text("width = 16\n")
+    assert _source_identity(model) != first
+
+
+def test_a_module_the_key_does_not_name_is_not_pulled_in(tmp_path):
+    """Only what the factory imports: another model's module beside the spec stays out."""
+    model = _factory_model(tmp_path, "import helpers\ndef build():\n    return 1\n")
+    (tmp_path / "spec" / "helpers.py").write_text("width = 8\n")
+    (tmp_path / "spec" / "other_model.py").write_text("width = 8\n")
+    assert set(_source_identity(model)["sources"]) == {"mynet.py", "helpers.py"}
 
 
 def test_the_atc_on_path_is_in_the_compile_key(tmp_path, monkeypatch):

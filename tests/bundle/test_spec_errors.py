@@ -46,6 +46,9 @@ def _edit(old: str, new: str) -> str:
     return GOOD.replace(old, new, 1)
 
 
+WRONG_FORM = r"(?s:.*) has the wrong form"
+CANN_HOME_FIX = r"no ':', space or newline"
+
 # (id, spec text, line, anchor on that line, message pattern, fix pattern)
 CASES = [
     ("unknown-top-key", _edit("models:", "modles:"), 7, "modles",
@@ -158,6 +161,17 @@ CASES = [
                                          "      yolo_head: {}\n    postprocess:\n"
                                          "      layout: yolov8\n"),
      13, "yolov8", r"cannot decode as 'yolov8'", r"layout: yolo_head"),
+    # issue 27 §19: a newline made a second line of the service's environment file
+    ("cann-home-newline", _edit("  soc: Ascend310B4\n", '  soc: Ascend310B4\n  cann_home: '
+                                '"/usr/local/Ascend/latest\\nLD_PRELOAD=/tmp/x.so"\n'),
+     7, '"/usr', WRONG_FORM, CANN_HOME_FIX),
+    ("cann-home-trailing-newline",
+     _edit("  soc: Ascend310B4\n",
+           '  soc: Ascend310B4\n  cann_home: "/usr/local/Ascend/latest\\n"\n'),
+     7, '"/usr', WRONG_FORM, CANN_HOME_FIX),
+    ("cann-home-colon", _edit("  soc: Ascend310B4\n",
+                              "  soc: Ascend310B4\n  cann_home: /opt/cann:/tmp/evil\n"),
+     7, "/opt", WRONG_FORM, CANN_HOME_FIX),
 ]
 
 

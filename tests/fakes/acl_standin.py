@@ -5,6 +5,9 @@ nothing in the edgefuse package can import it, so it can never be picked as a ba
 
 What it enforces, beyond returning pyACL's shapes of results (``(value, ret)`` tuples, bare codes,
 handles that are 0 on failure):
+- one ``acl.init`` per process, as older CANN documents ("一个进程内只能调用一次acl.init接口":
+  canncommercial/5046 aclpythondevg_01_0004): an ``acl.init`` after ``acl.finalize`` is a
+  ``StandInViolation`` (a stand-in is one process: the suite's fixture uses a fresh one per test);
 - call order: nothing but ``get_soc_name`` before ``acl.init`` (ACL_ERROR_UNINITIALIZE); calls that
   need a device context fail with ACL_ERROR_RT_CONTEXT_NULL in a thread that has none, and a model
   or stream used under another context fails with ACL_ERROR_RT_MODEL_CONTEXT / STREAM_CONTEXT;
@@ -61,6 +64,7 @@ MODEL_CONTEXT = 107004
 BATCH_INVALID = 145013
 SHAPE_INVALID = 145021
 DYNAMIC_INPUT = "ascend_mbatch_shape_data"
+GARBAGE = b"\xa5"  # what fresh device memory holds here: acl.rt.malloc does not zero it
 
 
 class StandInViolation(AssertionError):
@@ -111,6 +115,9 @@ class FakeOm:
     hw_gears: tuple[tuple[int, int], ...] = ()
     dims_gears: tuple[tuple[int, ...], ...] = ()
     output_names: Sequence[str] | None = None  # as the OM reports them, e.g. "node:0:y"
+    # get_input_dims_v2 on a gear model: the Atlas 200I DK A2's pyACL page says it returns the
+    # largest gear's combination where get_input_dims gives -1 (aclpythondevg_01_0190).
+    v2_reports_largest_gear: bool = False
 
     @property
     def dynamic(self) -> bool:
@@ -154,6 +161,7 @@ class AclStandIn(types.ModuleType):
         self._lock = threading.RLock()
         self._ids = itertools.count(0x1000)
         self._initialized = False
+        self._finalized = False
         self._devices: dict[int, int] = {}  # device id -> set_device count
         self._contexts: dict[int, int] = {}  # context -> device
         self._streams: dict[int, int] = {}  # stream -> context
@@ -243,6 +251,7 @@ class AclStandIn(types.ModuleType):
             malloc=api("acl.rt.malloc", self._malloc, "tuple"),
             free=api("acl.rt.free", self._free, "code"),
             memcpy=api("acl.rt.memcpy", self._memcpy, "code"),
+            memset=api("acl.rt.memset", self._memset, "code"),
         )
         mdl = {
             "load_from_file": ("tuple", self._load_from_file),
@@ -254,7 +263,8 @@ class AclStandIn(types.ModuleType):
             "get_num_outputs": ("value", lambda d: len(self._om(d).outputs)),
             "get_input_dims": ("tuple", lambda d, i: self._dims(self._om(d).all_inputs()[i])),
             "get_input_dims_v2": ("tuple", lambda d, i: self._dims(
-                self._om(d).all_inputs()[i], v2=True)),
+                self._om(d).all_inputs()[i], v2=True,
+                largest=self._om(d).v2_reports_largest_gear)),
             "get_output_dims": ("tuple", self._output_dims),
             "get_input_data_type": ("value", lambda d, i: self._om(d).all_inputs()[i].acl_dtype),
             "get_output_data_type": ("value", lambda d, i: self._om(d).outputs[i].acl_dtype),
@@ -318,8 +328,11 @@ class AclStandIn(types.ModuleType):
         return self._loaded[model_id].om
 
     @staticmethod
-    def _dims(tensor: FakeTensor, v2: bool = False) -> tuple[dict[str, Any], int]:
+    def _dims(tensor: FakeTensor, v2: bool = False,
+              largest: bool = False) -> tuple[dict[str, Any], int]:
         dims = tensor.dims_v2 if v2 else tensor.dims
+        if largest and tensor.max_dims is not None:
+            dims = tensor.max_dims
         return {"name": tensor.name, "dimCount": len(dims), "dims": list(dims)}, 0
 
     # --- acl / acl.rt ------------------------------------------------------------------------
@@ -327,6 +340,9 @@ class AclStandIn(types.ModuleType):
     def _init(self) -> int:
         if self._initialized:
             return REPEAT_INITIALIZE
+        if self._finalized:
+            self._violation("acl.init after acl.finalize in one process: older CANN allows one "
+                            "acl.init per process (aclpythondevg_01_0004)")
         self._initialized = True
         return 0
 
@@ -336,6 +352,7 @@ class AclStandIn(types.ModuleType):
         self.leaks_at_finalize = {k: v for k, v in self.outstanding().items()
                                   if k != "initialized"}
         self._initialized = False
+        self._finalized = True
         return 0
 
     def _set_device(self, device: int) -> int:
@@ -420,7 +437,7 @@ class AclStandIn(types.ModuleType):
             return None, CONTEXT_NULL
         if size <= 0 or policy not in (0, 1, 2):
             return None, INVALID_PARAM
-        buffer = ctypes.create_string_buffer(size)
+        buffer = ctypes.create_string_buffer(GARBAGE * size, size)  # never zeroed by malloc
         address = ctypes.addressof(buffer)
         self._memory[address] = buffer
         self.malloc_count += 1
@@ -469,6 +486,17 @@ class AclStandIn(types.ModuleType):
         if src_device is not None and src_device[0] in self._unsynced_memory:
             self._violation("output read before acl.rt.synchronize_stream")
         ctypes.memmove(dst, src, count)
+        return 0
+
+    def _memset(self, dst: int, dst_max: int, value: int, count: int) -> int:
+        """acl.rt.memset(dev_ptr, max_size, value, count): device memory only, within bounds."""
+        if self._needs_context() is None:
+            return CONTEXT_NULL
+        if count > dst_max:
+            self._violation(f"memset count {count} exceeds max_size {dst_max}")
+        if self._allocation(dst, dst_max) is None:
+            self._violation("memset of memory that is not a live device allocation")
+        ctypes.memset(dst, value, count)
         return 0
 
     # --- data buffers and datasets -----------------------------------------------------------

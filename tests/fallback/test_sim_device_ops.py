@@ -154,13 +154,13 @@ def capped_reference(x: np.ndarray, capacity: int, **attrs) -> list:
 def test_sim_drops_the_candidates_past_the_kernel_cap_and_compile_warns(tmp_path, caplog):
     attrs = {"max_detections": 16, "score_threshold": 0.001}
     capacity = candidate_capacity("ascend310b", {"num_classes": CLASSES, **attrs})
-    assert capacity == 3072  # the kernel's formula for 256 KiB of UB, max_detections=16
+    assert capacity == 2944  # the kernel's formula for the 310B's 248 KiB of UB, max_detections=16
     model = head_model(BOXES_PAST_CAP, max_detections=16, score_threshold=0.001)
     build = tmp_path / "build"
     with caplog.at_level(logging.WARNING):
         compile_model(save(model, tmp_path / "head.onnx"), "Ascend310B4", build,
                       precision="must_keep_origin_dtype")
-    assert "score_threshold 0.001 with 3200 boxes" in caplog.text and "3072" in caplog.text
+    assert "score_threshold 0.001 with 3200 boxes" in caplog.text and "2944" in caplog.text
     record = json.loads((build / "manifest.json").read_text())["custom_ops"]
     assert len(record["warnings"]) == 1
     # the best boxes come last: the kernel never sees them, ONNX Runtime does
@@ -185,3 +185,24 @@ def test_no_warning_at_predict_thresholds_or_without_the_kernel(tmp_path, caplog
         compile_model(save(low, tmp_path / "low.onnx"), "Ascend310B4", tmp_path / "b",
                       custom_ops=False)  # CANN's NonMaxSuppression has no such cap
     assert "candidates" not in caplog.text
+
+
+@pytest.mark.parametrize(("options", "warned"), [
+    ({"max_detections": 1000}, "up to 1000 boxes per class (max_detections)"),
+    ({"max_detections": 1000, "max_per_class": 701}, "up to 701 boxes per class (max_per_class)"),
+    ({"max_detections": 1000, "max_per_class": 700}, None),
+    ({"max_detections": 700}, None),
+])
+def test_a_decomposed_head_asking_cann_nms_for_more_than_700_is_warned(tmp_path, caplog, options,
+                                                                       warned):
+    """Issue 30 §4: CANN's NonMaxSuppression documents max_output_boxes_per_class <= 700."""
+    model = head_model(BOXES_PAST_CAP, score_threshold=0.25, **options)
+    with caplog.at_level(logging.WARNING):
+        compile_model(save(model, tmp_path / "head.onnx"), "Ascend310B4", tmp_path / "build",
+                      custom_ops=False)
+    record = json.loads((tmp_path / "build" / "manifest.json").read_text())["custom_ops"]
+    if warned is None:
+        assert "above the 700" not in caplog.text and "warnings" not in record
+    else:
+        assert warned in caplog.text and "above the 700 CANN documents" in caplog.text
+        assert [w for w in record["warnings"] if warned in w]

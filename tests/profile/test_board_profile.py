@@ -69,8 +69,18 @@ def test_a_csv_without_the_duration_column_is_refused(tmp_path):
 def test_a_duration_of_na_says_to_collect_task_time(tmp_path):
     bad = tmp_path / "op_summary_0.csv"
     bad.write_text("Op Name,OP Type,Task Duration(us)\nconv,Conv2D,N/A\n")
-    with pytest.raises(EdgefuseError, match="task-time=on"):
+    with pytest.raises(EdgefuseError, match="task-time=on, the default, or l0/l1"):
         read_op_summary(bad)
+
+
+def test_a_task_time_l0_file_is_read_with_its_op_types_unknown(tmp_path):
+    """At --task-time=l0 only OP Type and Task Type read N/A (CANN 8.0's op_summary fields)."""
+    l0 = tmp_path / "op_summary_0.csv"
+    l0.write_text("Op Name,OP Type,Task Type,Task Start Time(us),Task Duration(us),Block Dim\n"
+                  "conv,N/A,N/A,10,12.5,0\nrelu,N/A,N/A,30,2.0,0\nconv,N/A,N/A,50,11.5,0\n")
+    tasks = read_op_summary(l0)
+    assert [(t.name, t.op_type, t.durations_us) for t in tasks] == [
+        ("conv", "N/A", [12.5, 11.5]), ("relu", "N/A", [2.0])]
 
 
 def _fake_build(tmp_path: Path) -> Path:

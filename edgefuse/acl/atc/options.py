@@ -72,6 +72,10 @@ class AtcOptions:
     dynamic_dims: Sequence[Sequence[int]] | None = None
     output_type: str | None = None
     log: str = "error"
+    # The --insert_op_conf leaves the source size to the gears: src_image_size_w/h = 0, no crop
+    # and no padding, the one way CANN documents to combine static AIPP with
+    # --dynamic_image_size (aclpythondevg_0044 / canncommercial/800 aclpythondevg_0043).
+    aipp_size_from_gears: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -177,6 +181,10 @@ def _validate(options: AtcOptions) -> None:
         _check_image_gears(options)
     if options.dynamic_dims is not None:
         _check_dims_gears(options)
+    if options.aipp_size_from_gears and (options.insert_op_conf is None
+                                         or options.dynamic_image_size is None):
+        raise _bad("an AIPP source size from the gears needs --insert_op_conf and "
+                   "--dynamic_image_size")
     if options.keep_dtype is not None and options.precision_mode in KEEP_DTYPE_IGNORED_MODES:
         raise _bad(
             f"--keep_dtype has no effect with --precision_mode={options.precision_mode}",
@@ -221,10 +229,16 @@ def _check_image_gears(options: AtcOptions) -> None:
                 f"input '{name}' shape {list(dims)} is not NCHW with -1 as H and W",
                 hint="--dynamic_image_size gears H and W of NCHW inputs only",
             )
-    if options.insert_op_conf is not None:  # edgefuse policy [INFERENCE], not a documented rule
+    # Static AIPP with image-size gears: "the width and height of the input image are uncertain"
+    # at conversion, so the AIPP file must set src_image_size_w/h to 0 and use neither crop nor
+    # padding (pyACL "AIPP" restrictions: hiascend aclpythondevg_0044; canncommercial/800
+    # appdevg/aclpythondevg/aclpythondevg_0043.html). compile writes such a file and says so.
+    if options.insert_op_conf is not None and not options.aipp_size_from_gears:
         raise _bad(
-            "static AIPP fixes the source image size, so it cannot feed several image-size gears",
-            hint="drop --aipp, or use --dynamic-batch instead of --dynamic-image-size",
+            "static AIPP with image-size gears needs an AIPP file whose source size comes from "
+            "the gears (src_image_size_w/h 0, no crop, no padding)",
+            hint="let `edgefuse compile --aipp SPEC --dynamic-image-size ...` write it (a spec "
+                 "without crop), or use --dynamic-batch instead of --dynamic-image-size",
         )
 
 

@@ -121,6 +121,31 @@ def cann_version(environ: Mapping[str, str] = os.environ) -> str | None:
     return None
 
 
+TOOLKIT_VERSION_FILES = ("version.cfg", "*/version.info", "*-linux/ascend_toolkit_install.info")
+
+
+def toolkit_version_files(atc: Path, environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """The version records of the toolkit ``atc`` belongs to: ``<toolkit>/latest/version.cfg``
+    (the record of each component's running version, ``runtime_running_version=[...]``,
+    ``compiler_running_version=[...]``, that the toolkit's multi-version ``latest`` manager keeps:
+    gitcode.com/cann/asc-devkit, latest_manager; Ascend/samples' CMake files read
+    ``runtime_running_version`` from it), each component's ``version.info`` (``compiler/``,
+    ``runtime/``, ...) and ``<arch>-linux/ascend_toolkit_install.info``.
+
+    The toolkit folder is ``ASCEND_HOME_PATH`` / ``ASCEND_TOOLKIT_HOME`` as ``set_env.sh`` sets
+    them, else the nearest folder above ``atc`` (``latest/compiler/bin/atc``, ``latest/bin/atc``)
+    that holds a ``version.cfg``. Empty when none is found."""
+    roots = [Path(environ[name]) for name in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+             if environ.get(name)]
+    roots += [folder for folder in list(atc.parents)[:4] if (folder / "version.cfg").is_file()]
+    for root in roots:
+        found = sorted({path for pattern in TOOLKIT_VERSION_FILES for path in root.glob(pattern)
+                        if path.is_file()})
+        if found:
+            return found
+    return []
+
+
 def run_atc(
     argv: Sequence[str],
     *,

@@ -213,11 +213,18 @@ class AippSpec:
         return np.concatenate([luma, chroma], axis=0)
 
     # ---- outputs ------------------------------------------------------------------------------
-    def to_cfg(self, related_input_rank: int = 0) -> str:
-        """The ``--insert_op_conf`` text (static AIPP, prototxt)."""
-        width, height = self.source_size
+    def to_cfg(self, related_input_rank: int = 0, *, size_from_gears: bool = False) -> str:
+        """The ``--insert_op_conf`` text (static AIPP, prototxt). ``size_from_gears``: the
+        model has image-size gears, so the source size is written as 0 (each run's gear gives
+        it), as CANN documents for static AIPP with --dynamic_image_size; crop is refused then
+        (aclpythondevg_0044)."""
+        if size_from_gears and self.crop is not None:
+            raise _bad("static AIPP with image-size gears cannot crop (CANN: src_image_size_w/h "
+                       "0, no crop, no padding)", hint="drop 'crop' from the AIPP spec")
+        width, height = (0, 0) if size_from_gears else self.source_size
+        size = "image-size gears" if size_from_gears else f"{width}x{height}"
         lines = [
-            f"# Static AIPP for edgefuse spec: {self.input_format} {width}x{height} -> "
+            f"# Static AIPP for edgefuse spec: {self.input_format} {size} -> "
             f"{self.model_color}, model input = (pixel - mean) * var_reci",
             "aipp_op {",
             "    aipp_mode : static",

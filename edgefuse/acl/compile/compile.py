@@ -65,13 +65,14 @@ from edgefuse.acl.compile.prepare import (
     prepare_for_atc,
 )
 from edgefuse.acl.compile.soc import detect_soc, validate_soc
+from edgefuse.acl.compile.unified_buffer import UnifiedBuffer, unified_buffer
 from edgefuse.acl.ops import installed
 from edgefuse.acl.ops.build import VENDOR
 from edgefuse.acl.ops.registry import ALL_OPS, OPS_BY_NAME
 from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.acl.ops.spec import OpSpec
 from edgefuse.acl.ops.toolkit import CANN_BELOW, CANN_MIN, CANN_RANGE
-from edgefuse.acl.ops.yolo_head.spec import overflow_warning
+from edgefuse.acl.ops.yolo_head.spec import nms_limit_warning, overflow_warning
 from edgefuse.convert.onnx_load import graph_input_names, load_model
 from edgefuse.errors import InputError, Ref, ToolError
 from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
@@ -163,13 +164,16 @@ def compile_model(
     loaded = load_model(model)
     used = count_custom_ops(loaded)
     decomposed: dict[str, int] = {}
+    nms_warnings = _decomposed_nms_warnings(loaded) if not custom_ops and "YoloHead" in used else []
     if not custom_ops and used:
         loaded, decomposed, used = host_runnable(loaded), used, {}
     if plugins is None:
         plugins = edgefuse_plugins() if custom_ops else ()
     specs = [OPS_BY_NAME[name] for name in used]
     _check_custom_ops_run_on(specs, soc_name)
-    kernel_warnings = _yolo_head_warnings(loaded, soc_name) if "YoloHead" in used else []
+    buffer = unified_buffer(soc_name) if "YoloHead" in used else None
+    kernel_warnings = nms_warnings + (_yolo_head_warnings(loaded, soc_name, buffer)
+                                      if buffer else [])
     for warning in kernel_warnings:
         logger.warning("%s", warning)
     if atc is not None:
@@ -180,7 +184,9 @@ def compile_model(
     report = check_model(prepared.model, target=soc_name, plugins=plugins, gear_dims=gears.dims)
     if not report.ok:
         raise _unsupported(report, soc_name)
-    aipp_record = _aipp_record(prepared.model, input_names, aipp) if aipp is not None else None
+    aipp_record = (_aipp_record(prepared.model, input_names, aipp, dynamic_image_size)
+                   if aipp is not None else None)
+    size_from_gears = aipp is not None and dynamic_image_size is not None
     plan = plan_keep_fp32(prepared.model, keep_fp32).for_mode(precision)
     family = validate_soc(soc_name).short_name
     dtype_warning = origin_dtype_warning(prepared.model, precision, family)
@@ -199,6 +205,7 @@ def compile_model(
         dynamic_batch_size=list(dynamic_batch) if dynamic_batch is not None else None,
         dynamic_image_size=list(dynamic_image_size) if dynamic_image_size is not None else None,
         output_type=output_type,
+        aipp_size_from_gears=size_from_gears,
     )
     argv = options.to_argv()
     outputs = _output_entries(prepared.model, output_type)
@@ -212,7 +219,8 @@ def compile_model(
         _write(staging / REPORT_FILE, json.dumps(report.to_json(), indent=2) + "\n")
         if aipp_record is not None:
             _write(staging / AIPP_FILE,
-                   aipp_record.spec.to_cfg(related_input_rank=aipp_record.related_input_rank))
+                   aipp_record.spec.to_cfg(related_input_rank=aipp_record.related_input_rank,
+                                           size_from_gears=size_from_gears))
             files.append(AIPP_FILE)
         if plan.keep_dtype_text:
             _write(staging / KEEP_DTYPE_FILE, plan.keep_dtype_text)
@@ -261,7 +269,8 @@ def compile_model(
                 "precision": plan.decisions,
                 "output_type": output_type,
                 "prepare": prepared.to_json(),
-                "custom_ops": _custom_ops_json(used, decomposed, soc_name, kernel_warnings),
+                "custom_ops": _custom_ops_json(used, decomposed, soc_name, kernel_warnings,
+                                              buffer),
                 "op_support": {
                     "report": REPORT_FILE,
                     "errors": len(report.errors),
@@ -330,8 +339,9 @@ def _check_custom_ops_run_on(specs: Sequence[OpSpec], soc: str) -> None:
         )
 
 
-def _yolo_head_warnings(model: onnx.ModelProto, soc: str) -> list[str]:
-    """A warning per YoloHead whose threshold likely overflows the kernel's candidate cap."""
+def _yolo_head_warnings(model: onnx.ModelProto, soc: str, buffer: UnifiedBuffer) -> list[str]:
+    """A warning per YoloHead whose threshold likely overflows the kernel's candidate cap (the
+    cap of ``buffer``'s Unified Buffer size: the toolkit's where it is present)."""
     family = validate_soc(soc).short_name
     inferred = onnx.shape_inference.infer_shapes(model)
     dims = {
@@ -346,18 +356,34 @@ def _yolo_head_warnings(model: onnx.ModelProto, soc: str) -> list[str]:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         shape = dims.get(node.input[0], [])
         boxes = shape[2] if len(shape) == 3 else None
-        warning = overflow_warning(family, attrs, boxes, node.name or node.output[0])
+        warning = overflow_warning(family, attrs, boxes, node.name or node.output[0],
+                                   buffer.bytes)
         if warning is not None:
             warnings.append(warning)
     return warnings
 
 
+def _decomposed_nms_warnings(model: onnx.ModelProto) -> list[str]:
+    """A warning per YoloHead whose decomposition asks CANN's NMS for more than it documents."""
+    warnings = []
+    for node in all_nodes(model.graph):
+        if node.op_type == "YoloHead" and node.domain in (CUSTOM_DOMAIN, "", "ai.onnx"):
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            warning = nms_limit_warning(attrs, node.name or node.output[0])
+            if warning is not None:
+                warnings.append(warning)
+    return warnings
+
+
 def _custom_ops_json(
     used: Mapping[str, int], decomposed: Mapping[str, int], soc: str,
-    warnings: Sequence[str] = (),
+    warnings: Sequence[str] = (), buffer: UnifiedBuffer | None = None,
 ) -> dict[str, Any]:
-    """The manifest's record of the op package the OM needs (or of the ops decomposed)."""
+    """The manifest's record of the op package the OM needs (or of the ops decomposed); with a
+    YoloHead kernel, the Unified Buffer size its cap was computed from (sim reads it back)."""
     record: dict[str, Any] = {"required": bool(used)}
+    if buffer is not None:
+        record["unified_buffer"] = buffer.to_json()
     if warnings:
         record["warnings"] = list(warnings)
     if decomposed:
@@ -456,8 +482,11 @@ def _atc_input_shape(model: onnx.ModelProto, input_names: Sequence[str]) -> dict
     }
 
 
-def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec) -> AippRecord:
-    """Where AIPP feeds the model, after checking that AIPP's output fits that input."""
+def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec,
+                 image_gears: Sequence[tuple[int, int]] | None = None) -> AippRecord:
+    """Where AIPP feeds the model, after checking that AIPP's output fits that input. With
+    image-size gears the input's H and W are the gears', and the spec's size must be one of
+    them (it is the frame size the host replays; the board takes a frame of any gear)."""
     name = spec.input or names[0]
     if name not in names:
         raise InputError(
@@ -465,8 +494,24 @@ def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec) -
             hint=f"the model's inputs: {', '.join(names)}",
             reference=Ref.BAD_AIPP_SPEC,
         )
-    dims = _declared_dims(model, name)
+    declared = dims = _declared_dims(model, name)
     width, height = spec.output_size
+    if image_gears is not None:
+        if spec.crop is not None:
+            raise InputError(
+                "static AIPP with image-size gears cannot crop: CANN takes the source size from "
+                "each run's gear (src_image_size_w/h 0) and allows no crop or padding",
+                hint="drop 'crop' from the AIPP spec (aclpythondevg_0044)",
+                reference=Ref.BAD_AIPP_SPEC,
+            )
+        if (height, width) not in [tuple(g) for g in image_gears]:
+            raise InputError(
+                f"the AIPP spec's source_size {width}x{height} is not one of the image-size "
+                f"gears {[list(g) for g in image_gears]} (height, width)",
+                hint="give the source_size of one gear (the frame size host runs replay)",
+                reference=Ref.BAD_AIPP_SPEC,
+            )
+        dims = [*dims[:2], height, width]
     if len(dims) != 4 or dims[1] != 3 or dims[2:] != [height, width]:
         raise InputError(
             f"AIPP outputs 3x{height}x{width} but input '{name}' is {dims}",
@@ -480,7 +525,8 @@ def _aipp_record(model: onnx.ModelProto, names: Sequence[str], spec: AippSpec) -
             reference=Ref.BAD_AIPP_SPEC,
         )
     return AippRecord(input=name, related_input_rank=list(names).index(name), spec=spec,
-                      config=AIPP_FILE, model_input_layout="NCHW", model_input_shape=tuple(dims))
+                      config=AIPP_FILE, model_input_layout="NCHW",
+                      model_input_shape=tuple(declared))
 
 
 def _entry(value: onnx.ValueInfoProto, dims: Sequence[int | str | None]) -> TensorEntry:

@@ -92,7 +92,9 @@ def test_shell_quote_escapes_what_bash_would_expand():
         (dict(input_shape={"x": (1, -1, 8, 8)}, dynamic_batch_size=(1, 2)), "beyond its first"),
         (dict(input_shape={"x": (1, 3, 8, 8)}, dynamic_batch_size=(1, 2)), "batch dimension"),
         (dict(input_shape={"x": (1, 3, -1, -1)}, dynamic_image_size=((8, 8), (16, 16)),
-              insert_op_conf="aipp.cfg"), "static AIPP fixes the source image size"),
+              insert_op_conf="aipp.cfg"), "source size comes from the gears"),
+        (dict(input_shape={"x": (1, 3, 8, 8)}, insert_op_conf="aipp.cfg",
+              aipp_size_from_gears=True), "needs --insert_op_conf and --dynamic_image_size"),
         (dict(input_shape={"x": (1, -1, 8)}, dynamic_image_size=((8, 8), (16, 16))),
          "not NCHW with -1 as H and W"),
         (dict(input_shape={"x": (-1, 3, -1, -1)}, dynamic_dims=((1, 8), (2, 8))),
@@ -116,3 +118,13 @@ def test_keep_dtype_is_accepted_where_atc_applies_it(mode):
     argv = AtcOptions(**BASE, input_shape={"x": (1, 3, 8, 8)}, precision_mode=mode,
                       keep_dtype="keep_dtype.cfg").to_argv()
     assert "--keep_dtype=keep_dtype.cfg" in argv
+
+
+def test_static_aipp_with_image_size_gears_is_allowed_with_the_size_from_the_gears():
+    """Issue 30 §4: src_image_size_w/h 0 and no crop or padding (aclpythondevg_0044)."""
+    options = AtcOptions(model="m.onnx", output="m", soc_version="Ascend310B4",
+                         input_shape={"x": (1, 3, -1, -1)},
+                         dynamic_image_size=((8, 8), (16, 24)), insert_op_conf="aipp.cfg",
+                         aipp_size_from_gears=True)
+    argv = options.to_argv()
+    assert "--insert_op_conf=aipp.cfg" in argv and "--dynamic_image_size=8,8;16,24" in argv

@@ -170,6 +170,41 @@ def test_aipp_build_feeds_uint8_nhwc_frames(monkeypatch, tmp_path):
     assert outputs["y"].shape == (1, 4, 8, 8)
 
 
+def test_static_aipp_with_image_size_gears_takes_its_size_from_the_gears(monkeypatch, tmp_path):
+    """Issue 30 §4: CANN documents static AIPP with --dynamic_image_size when the AIPP file sets
+    src_image_size_w/h to 0 and neither crops nor pads (aclpythondevg_0044)."""
+    hide_atc(monkeypatch)
+    model_file = tmp_path / "net.onnx"
+    onnx.save(conv_relu(opset=11, size=8), model_file)
+    spec_file = tmp_path / "camera.yaml"
+    spec_file.write_text("input_format: RGB888\nsource_size: [8, 8]\n")
+    out = tmp_path / "build"
+    assert _compile(model_file, "--soc", SOC, "-o", out, "--aipp", spec_file,
+                    "--dynamic-image-size", "8,8;16,24") == 0
+    cfg = (out / "aipp.cfg").read_text()
+    assert "src_image_size_w : 0" in cfg and "src_image_size_h : 0" in cfg
+    assert "crop" not in cfg
+    script = (out / "compile.sh").read_text()
+    assert "--insert_op_conf=aipp.cfg" in script and "--dynamic_image_size=" in script
+    record = read_manifest(out).preprocess
+    assert record.frame_shape == (8, 8, 3)
+
+
+@pytest.mark.parametrize(("spec", "refusal"), [
+    ("input_format: RGB888\nsource_size: [10, 10]\ncrop: [1, 1, 8, 8]\n", "cannot crop"),
+    ("input_format: RGB888\nsource_size: [12, 12]\n", "is not one of the image-size gears"),
+])
+def test_static_aipp_with_image_size_gears_refuses_crop_and_off_gear_sizes(
+        monkeypatch, tmp_path, capsys, spec, refusal):
+    hide_atc(monkeypatch)
+    model_file = tmp_path / "net.onnx"
+    onnx.save(conv_relu(opset=11, size=8), model_file)
+    (tmp_path / "camera.yaml").write_text(spec)
+    assert _compile(model_file, "--soc", SOC, "-o", tmp_path / "b", "--aipp",
+                    tmp_path / "camera.yaml", "--dynamic-image-size", "8,8;16,24") == 2
+    assert refusal in capsys.readouterr().err
+
+
 def test_aipp_that_does_not_fit_the_input_is_refused(monkeypatch, tmp_path, capsys, model_path):
     hide_atc(monkeypatch)
     spec_file = tmp_path / "camera.yaml"

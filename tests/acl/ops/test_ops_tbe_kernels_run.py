@@ -215,3 +215,14 @@ def test_depthwise_conv_reads_a_bias_shorter_than_a_block_as_the_chip_allows(mon
         tensor((8,)), tensor((1, 1, 12, 12, 16), fmt="NC1HWC0"), 8,
     )
     assert tik.built == ("edgefuse_depthwise_conv2d", 3, 1)
+
+
+@pytest.mark.parametrize("detections", [4080, 4081, 5000])
+def test_yolo_head_narrows_float16_rows_past_255_repeats(records, detections):
+    """Issue 30 §4: the box rows are 4 * max_detections elements, one vec_conv repeat per 64;
+    past max_detections 4080 they need more than vec_conv's 255 repeats in one instruction."""
+    tik = kernel(YOLO_HEAD)(
+        tensor((1, 6, 1000), "float16"), *yolo_head_outputs(1, detections, "float16"), 2,
+        max_detections=detections,
+    )
+    assert tik.built == ("edgefuse_yolo_head", 1, 4)

@@ -158,11 +158,13 @@ UNSUPPORTED_REASON = (
 # host decomposition keeps them all. With the usual thresholds (0.25) a YOLO model has a few
 # hundred candidates; with the 0.001 of mAP evaluation a 640x640 YOLOv8 has thousands, and the
 # board's detections differ from the host's. ``sim`` emulates the cap and compile warns.
-# UB bytes per AI Core: 192 KiB on Atlas A2 (ascend910b: hicann/catlass
-# include/acot/arch/arch.hpp, AtlasA2::UB_SIZE); [INFERENCE] 256 KiB on ascend310b/ascend310p,
-# the Da Vinci inference core's UB, which gives the "about 2,900" candidates the board review
-# computed for 310B. On a CANN host ``tbe.common.platform.get_soc_spec("UB_SIZE")`` is exact.
-UB_BYTES = {"ascend310b": 256 * 1024, "ascend310p": 256 * 1024, "ascend910b": 192 * 1024}
+# UB bytes per AI Core, Ascend C's TOTAL_UB_SIZE per __NPU_ARCH__ (cann/asc-devkit
+# impl/basic_api/utils/kernel_utils_constants.h): 3002 (Ascend 310B) 248 KiB, 2002 (Ascend 310P)
+# 256 KiB, 2201 (Atlas A2, ascend910b) 192 KiB; the last agrees with hicann/catlass
+# include/acot/arch/arch.hpp, AtlasA2::UB_SIZE. On a CANN host compile reads the toolkit's own
+# figure, ``get_soc_spec("UB_SIZE")``, records it in the build, and sim uses the recorded figure
+# (``edgefuse.acl.compile.unified_buffer``); this table is for hosts without the toolkit.
+UB_BYTES = {"ascend310b": 248 * 1024, "ascend310p": 256 * 1024, "ascend910b": 192 * 1024}
 KERNEL_UB_RESERVED_BYTES = 16 * 1024
 KERNEL_MASK = 64
 KERNEL_MAX_CAPACITY = KERNEL_MASK * 255
@@ -192,10 +194,11 @@ def candidate_capacity(
 
 
 def overflow_warning(
-    soc_family: str, attrs: Mapping[str, Any], boxes: int | None, node: str
+    soc_family: str, attrs: Mapping[str, Any], boxes: int | None, node: str,
+    ub_bytes: int | None = None,
 ) -> str | None:
     """The compile-time warning for a YoloHead whose threshold likely overflows the cap."""
-    capacity = candidate_capacity(soc_family, attrs, boxes)
+    capacity = candidate_capacity(soc_family, attrs, boxes, ub_bytes)
     threshold = float(attrs.get("score_threshold", 0.25))
     if capacity is None or threshold >= LIKELY_OVERFLOW_THRESHOLD:
         return None
@@ -206,6 +209,28 @@ def overflow_warning(
         "keeps them (sim drops them as the board does). For mAP evaluation compare on sim or "
         "the board, raise the threshold, or compile with --no-custom-ops (CANN's NMS has no "
         "such cap)"
+    )
+
+
+# CANN's NonMaxSuppression takes at most 700 as max_output_boxes_per_class ("数值上限为700":
+# hiascend canncommercial/800 apiref/aolapi/context/aclnnNonMaxSuppression.md); above it the op
+# may exhaust the NPU's resources (the op-support table's nms-max-output-700). The decomposition
+# (--no-custom-ops) feeds it max_per_class, or max_detections when that is 0.
+CANN_NMS_MAX_OUTPUT = 700
+
+
+def nms_limit_warning(attrs: Mapping[str, Any], node: str) -> str | None:
+    """The compile warning for a YoloHead decomposed onto CANN's NonMaxSuppression with a
+    per-class limit above what that op documents."""
+    limit = int(attrs.get("max_per_class", 0)) or int(attrs.get("max_detections", 300))
+    if limit <= CANN_NMS_MAX_OUTPUT:
+        return None
+    option = "max_per_class" if int(attrs.get("max_per_class", 0)) else "max_detections"
+    return (
+        f"YoloHead '{node}' decomposed (--no-custom-ops): its NonMaxSuppression keeps up to "
+        f"{limit} boxes per class ({option}), above the {CANN_NMS_MAX_OUTPUT} CANN documents for "
+        f"max_output_boxes_per_class; the op may exhaust the NPU's resources. Set max_per_class "
+        f"to {CANN_NMS_MAX_OUTPUT} or less (max_detections may stay larger)"
     )
 
 

@@ -345,10 +345,22 @@ class YoloHead:
                 staged = src
             else:
                 staged = self._ub(self.dtype, count, "staged")
-                self.tik.vec_conv(MASK, "", staged, src, _ceil_div(count, MASK), 4, 8)
+                self._narrow(staged, src, count)
             self._move_out(gm_at, staged, count, self.dtype)
         self._move_out(lambda offset: self.classes_gm[image, offset], out_classes, self.max_det,
                        I32)
+
+    def _narrow(self, dst, src, count):
+        """float32 ``src`` into ``dst``'s dtype, ``count`` elements rounded up to whole repeats,
+        at most MAX_REPEAT repeats per vec_conv (its repeat_times is 1..255 on every chip): the
+        box rows alone are 4 * max_detections elements, 256 repeats past max_detections 4080."""
+        repeats = _ceil_div(count, MASK)
+        done = 0
+        while repeats > 0:
+            step = min(repeats, MAX_REPEAT)
+            self.tik.vec_conv(MASK, "", dst[done * MASK], src[done * MASK], step, 4, 8)
+            done += step
+            repeats -= step
 
     def _fill(self, tensor, count, value):
         """Set ``count`` elements (rounded up to whole repeats) to ``value``."""
