@@ -12,19 +12,26 @@
 #   systemctl, no Python: what the card maker's hook uses), --finish (the deferred part on the
 #   board: Python environment, service start), --no-python, --expect-sha256 HEX (the archive's
 #   published digest), --key PUB.pem (a trusted signing key, besides ROOT/etc/edgefuse/keys/*.pem),
-#   --allow-downgrade, --health-cmd CMD (must succeed after the switch, else the old version comes
-#   back; EDGEFUSE_CURRENT names the new release), --health-timeout SECONDS (default 60).
+#   --allow-downgrade (install a release that is not newer: see below), --health-cmd CMD (must
+#   succeed after the switch, else the old version comes back; EDGEFUSE_CURRENT names the new
+#   release), --health-timeout SECONDS (default 60).
 #
-# Every check runs before anything is written: an archive is refused if it is truncated or holds
-# absolute paths, '..', any link, device files or names outside one folder NAME-VERSION; every file
-# must match MANIFEST.json (and MANIFEST.json its own digest), no file may be unlisted. Where the
-# device trusts signing keys, MANIFEST.json must carry a valid Ed25519 signature by one of them,
-# and a lower build number (or version) than the installed one is refused. An installer of another
+# Every check runs before anything is written: an archive is refused if it is truncated, holds
+# more than 10000 members or one twice, would unpack to more than 100 times its size + 64 MiB
+# (8 GiB at most), or holds absolute paths, '..', any link, device files or names outside one
+# folder; then its MANIFEST.json alone is extracted and checked (below), its id must be that
+# folder's name and every member a file it lists or a folder of one, before anything else is
+# extracted. MANIFEST.json must match its own digest and name exactly this bundle; every file
+# must match MANIFEST.json, no file may be unlisted. Where the device trusts signing keys,
+# MANIFEST.json must carry a valid Ed25519 signature by one of them. A lower build number than the
+# installed one is refused, and for the same build a lower version (PEP 440 order: 2.0.0rc1 <
+# 2.0.0 < 2.0.0.post1) or the same version with other content. An installer of another
 # version hands a checked bundle to that bundle's own install.sh, so upgrading with the installer
 # already on the board (PREFIX/current/install.sh) keeps the check in trusted hands.
 #
-# Versions live in PREFIX/releases/<id>; each is prepared whole (files, Python environment) and
-# flushed to disk before PREFIX/current switches to it with one rename; PREFIX/previous is set to
+# Versions live in PREFIX/releases/<id>; each is prepared whole (files, Python environment .venv,
+# custom-op package .opp where the models need one and the board has the CANN toolkit; both
+# recorded in PREFIX/{venv,opp}-digests/<id>.sha256) and flushed to disk before PREFIX/current switches to it with one rename; PREFIX/previous is set to
 # the old version before that switch, and older versions are removed only once the new one passed
 # its health check.
 set -euo pipefail
@@ -84,7 +91,7 @@ while [ $# -gt 0 ]; do
     --allow-downgrade) ALLOW_DOWNGRADE=1; PASS_ON+=("$1"); shift ;;
     --health-cmd) [ $# -ge 2 ] || die "--health-cmd needs a command"; HEALTH_CMD=$2; shift 2 ;;
     --health-timeout) [ $# -ge 2 ] || die "--health-timeout needs seconds"; HEALTH_TIMEOUT=$2; PASS_ON+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail$/{/^#/p}' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) [ -z "$SOURCE" ] || die "give one archive or folder, not '$SOURCE' and '$1'"; SOURCE=$1; shift ;;
   esac
