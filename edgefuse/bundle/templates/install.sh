@@ -31,9 +31,9 @@
 #
 # Versions live in PREFIX/releases/<id>; each is prepared whole (files, Python environment .venv,
 # custom-op package .opp where the models need one and the board has the CANN toolkit; both
-# recorded in PREFIX/{venv,opp}-digests/<id>.sha256) and flushed to disk before PREFIX/current switches to it with one rename; PREFIX/previous is set to
-# the old version before that switch, and older versions are removed only once the new one passed
-# its health check.
+# recorded in PREFIX/{venv,opp}-digests/<id>.sha256) and flushed to disk before PREFIX/current
+# switches to it with one rename; PREFIX/previous is set to the old version before that switch,
+# and older versions are removed only once the new one passed its health check.
 set -euo pipefail
 umask 022
 INSTALLER_MARK='# edgefuse-installer: 2 (signatures, device check, health rollback)'
@@ -189,7 +189,8 @@ size of 10^12 bytes or more, or none tar can tell (a decompression bomb?); nothi
 than the $MAX_MANIFEST a bundle's ever needs; nothing was extracted" ;;
     esac
   done <<< "$listing"
-  [ "$index" = "${#members[@]}" ] || die "'$archive' lists its members in two ways; nothing was extracted"
+  [ "$index" = "${#members[@]}" ] \
+    || die "'$archive' lists its members in two ways; nothing was extracted"
   [ "$total" -le "$limit" ] || die "unsafe archive: it would unpack to $total bytes, more than \
 $limit for a $size-byte archive (a decompression bomb?); nothing was extracted"
   # MANIFEST.json (and its signature) alone first: signed, and naming the bundle in its folder
