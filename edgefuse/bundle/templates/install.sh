@@ -243,11 +243,14 @@ trusted_keys() {  # the keys given with --key, then the device's trust store
   return 0
 }
 
+UNSIGNED_NOTED=0  # said once: the archive's MANIFEST.json and the extracted one are both checked
 check_signature() {  # the Ed25519 signature of MANIFEST.json, by a key this device trusts
   local dir=$1 key keys
   keys=$(trusted_keys)
   if [ -z "$keys" ]; then
-    note "warning: no trusted signing key (--key, or $KEYDIR/*.pem): checking integrity only"
+    [ "$UNSIGNED_NOTED" = 1 ] \
+      || note "warning: no trusted signing key (--key, or $KEYDIR/*.pem): checking integrity only"
+    UNSIGNED_NOTED=1
     return 0
   fi
   [ -f "$dir/$SIG" ] \
