@@ -70,8 +70,9 @@ def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheels: En
         "tools": {**tool_versions(), "atc": atc},
         "models": models,
         "custom_ops": {"package": "opp/" if opp is not None else None,
-                       "vendor": opp_vendor, "install": "install.sh --finish builds and "
-                       "installs it where the board has the CANN toolkit" if opp else None},
+                       "vendor": opp_vendor, "install": "install.sh builds it into each "
+                       "release's .opp where the board has the CANN toolkit (else "
+                       "install.sh --finish, later)" if opp else None},
         "app": app_record,
         "service": {"name": spec.service["name"], "unit": f"systemd/{spec.service['name']}"
                     ".service", "env": f"env/{spec.service['name']}.env",

@@ -131,7 +131,8 @@ def environment(spec: BuildSpec, opp_vendor: str | None) -> dict[str, str]:
         "ASCEND_PROCESS_LOG_PATH": f"/var/log/edgefuse/{spec.name}",
     }
     if opp_vendor is not None:
-        values["ASCEND_CUSTOM_OPP_PATH"] = f"{spec.prefix}/opp/vendors/{opp_vendor}"
+        # each release's own package, built into it by install.sh: it rolls back with it
+        values["ASCEND_CUSTOM_OPP_PATH"] = f"{spec.prefix}/current/.opp/vendors/{opp_vendor}"
     for name, value in spec.service["environment"].items():
         values[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return values

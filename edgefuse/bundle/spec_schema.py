@@ -36,6 +36,14 @@ BUNDLE_EXTRAS = ("vision", "events", "serve")
 API_VERSION = "edgefuse/v1"
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
 _NAME_TEXT = "lower-case letters, digits, '.', '_' or '-', starting with a letter or digit"
+# A PEP 440 public version in its normalized form, which install.sh orders (2.0.0rc1 < 2.0.0 <
+# 2.0.0.post1) where two releases have the same build number; no epoch, no local part, no leading
+# zeros, so that two spellings are never one version
+_NUMBER = "(0|[1-9][0-9]*)"
+VERSION_PATTERN = (f"^{_NUMBER}(\\.{_NUMBER})*((a|b|rc){_NUMBER})?(\\.post{_NUMBER})?"
+                   f"(\\.dev{_NUMBER})?$")
+_VERSION_TEXT = ("a PEP 440 version in normalized form: N[.N]...[aN|bN|rcN][.postN][.devN], "
+                 "e.g. 2.0.0rc1, 2.0.0, 2.0.0.post1")
 
 _SHAPE = {
     "type": "array",
@@ -248,8 +256,8 @@ SCHEMA: dict[str, Any] = {
         "bundle": _object({
             "name": {"type": "string", "pattern": NAME_PATTERN, "examples": ["shapes-camera"],
                      "description": _NAME_TEXT},
-            "version": {"type": "string", "pattern": "^[0-9A-Za-z][0-9A-Za-z.+_-]{0,62}$",
-                        "examples": ["1.0.0"]},
+            "version": {"type": "string", "pattern": VERSION_PATTERN, "maxLength": 63,
+                        "examples": ["1.0.0"], "description": _VERSION_TEXT},
         }, ("name",)),
         "target": _object({
             "board": {"type": "string", "pattern": NAME_PATTERN,

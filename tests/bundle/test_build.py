@@ -382,7 +382,7 @@ def test_a_model_with_custom_ops_brings_the_op_package_and_its_environment(tmp_p
     manifest = _manifest(bundle)
     assert manifest["models"]["silu"]["custom_ops"] == {"Swish": 1}
     assert manifest["custom_ops"]["package"] == "opp/" and (bundle / "opp/build.sh").is_file()
-    assert "ASCEND_CUSTOM_OPP_PATH=/opt/edgefuse/ops/opp/vendors/edgefuse" in (
+    assert "ASCEND_CUSTOM_OPP_PATH=/opt/edgefuse/ops/current/.opp/vendors/edgefuse" in (
         bundle / "env/edgefuse-ops.env").read_text()
     assert "OPP_VENDOR=edgefuse" in (bundle / "install.sh").read_text()
     # the prepared ONNX speaks ATC's spelling; hosts check the golden through host.onnx

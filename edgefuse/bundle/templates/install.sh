@@ -12,21 +12,28 @@
 #   systemctl, no Python: what the card maker's hook uses), --finish (the deferred part on the
 #   board: Python environment, service start), --no-python, --expect-sha256 HEX (the archive's
 #   published digest), --key PUB.pem (a trusted signing key, besides ROOT/etc/edgefuse/keys/*.pem),
-#   --allow-downgrade, --health-cmd CMD (must succeed after the switch, else the old version comes
-#   back; EDGEFUSE_CURRENT names the new release), --health-timeout SECONDS (default 60).
+#   --allow-downgrade (install a release that is not newer: see below), --health-cmd CMD (must
+#   succeed after the switch, else the old version comes back; EDGEFUSE_CURRENT names the new
+#   release), --health-timeout SECONDS (default 60).
 #
-# Every check runs before anything is written: an archive is refused if it is truncated or holds
-# absolute paths, '..', any link, device files or names outside one folder NAME-VERSION; every file
-# must match MANIFEST.json (and MANIFEST.json its own digest), no file may be unlisted. Where the
-# device trusts signing keys, MANIFEST.json must carry a valid Ed25519 signature by one of them,
-# and a lower build number (or version) than the installed one is refused. An installer of another
+# Every check runs before anything is written: an archive is refused if it is truncated, holds
+# more than 10000 members or one twice, would unpack to more than 100 times its size + 64 MiB
+# (8 GiB at most), or holds absolute paths, '..', any link, device files or names outside one
+# folder; then its MANIFEST.json alone is extracted and checked (below), its id must be that
+# folder's name and every member a file it lists or a folder of one, before anything else is
+# extracted. MANIFEST.json must match its own digest and name exactly this bundle; every file
+# must match MANIFEST.json, no file may be unlisted. Where the device trusts signing keys,
+# MANIFEST.json must carry a valid Ed25519 signature by one of them. A lower build number than the
+# installed one is refused, and for the same build a lower version (PEP 440 order: 2.0.0rc1 <
+# 2.0.0 < 2.0.0.post1) or the same version with other content. An installer of another
 # version hands a checked bundle to that bundle's own install.sh, so upgrading with the installer
 # already on the board (PREFIX/current/install.sh) keeps the check in trusted hands.
 #
-# Versions live in PREFIX/releases/<id>; each is prepared whole (files, Python environment) and
-# flushed to disk before PREFIX/current switches to it with one rename; PREFIX/previous is set to
-# the old version before that switch, and older versions are removed only once the new one passed
-# its health check.
+# Versions live in PREFIX/releases/<id>; each is prepared whole (files, Python environment .venv,
+# custom-op package .opp where the models need one and the board has the CANN toolkit; both
+# recorded in PREFIX/{venv,opp}-digests/<id>.sha256) and flushed to disk before PREFIX/current
+# switches to it with one rename; PREFIX/previous is set to the old version before that switch,
+# and older versions are removed only once the new one passed its health check.
 set -euo pipefail
 umask 022
 INSTALLER_MARK='# edgefuse-installer: 2 (signatures, device check, health rollback)'
@@ -46,6 +53,8 @@ LOCK=requirements.lock  # name==version --hash=sha256:... of every wheel in whee
 ZEROS=0000000000000000000000000000000000000000000000000000000000000000
 NAME_CHARS='A-Za-z0-9._/+@-'
 SIG=MANIFEST.sig
+MAX_MEMBERS=10000  # files and folders in an archive: a bundle holds a few hundred
+MAX_MANIFEST=8388608  # bytes of MANIFEST.json or MANIFEST.sig, read before anything else
 
 ROOT=${EDGEFUSE_ROOT:-/}
 MODE=install
@@ -82,7 +91,7 @@ while [ $# -gt 0 ]; do
     --allow-downgrade) ALLOW_DOWNGRADE=1; PASS_ON+=("$1"); shift ;;
     --health-cmd) [ $# -ge 2 ] || die "--health-cmd needs a command"; HEALTH_CMD=$2; shift 2 ;;
     --health-timeout) [ $# -ge 2 ] || die "--health-timeout needs seconds"; HEALTH_TIMEOUT=$2; PASS_ON+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail$/{/^#/p}' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) [ -z "$SOURCE" ] || die "give one archive or folder, not '$SOURCE' and '$1'"; SOURCE=$1; shift ;;
   esac
@@ -116,19 +125,26 @@ fi
 
 # ---- archive checks ------------------------------------------------------------------------------
 
-TOP=  # the archive's one folder, NAME-VERSION
-check_archive() {
-  local archive=$1 names listing line name index=0 members=() total limit size
+TOP=  # the archive's one folder: the bundle id MANIFEST.json names
+check_archive() {  # check_archive ARCHIVE: its members, then its MANIFEST.json, before extraction
+  local archive=$1 names listing line name index=0 members=() kinds=() total=0 limit size count
+  local bytes bad head listed path
   [ -f "$archive" ] || die "'$archive' is not a file"
   gzip -t "$archive" 2>/dev/null \
     || die "'$archive' is truncated or not a gzip file (copy it again; nothing was installed)"
   names=$(tar -tzf "$archive" 2>/dev/null) \
     || die "'$archive' is truncated or not a tar archive (copy it again; nothing was installed)"
+  # counted before any member is looked at one by one: a flood of empty files costs nothing
+  count=$(printf '%s\n' "$names" | wc -l)
+  [ "$count" -le "$MAX_MEMBERS" ] || die "unsafe archive: it holds $count members, more than \
+$MAX_MEMBERS (a bundle holds a few hundred files and folders); nothing was extracted"
   TOP=${names%%$'\n'*}; TOP=${TOP%%/*}
   case "$TOP" in
     "$BUNDLE_NAME"-*) ;;
     *) die "'$archive' holds '$TOP/', not a bundle of $BUNDLE_NAME ($BUNDLE_NAME-VERSION/)" ;;
   esac
+  bad=$(printf '%s\n' "$names" | LC_ALL=C grep -m 1 "[^$NAME_CHARS]" || true)
+  [ -z "$bad" ] || die "unsafe archive: member '$bad' has characters a bundle never uses"
   while IFS= read -r name; do
     case "$name" in
       /*) die "unsafe archive: member '$name' has an absolute path" ;;
@@ -136,36 +152,72 @@ check_archive() {
     case "/$name/" in
       */../*) die "unsafe archive: member '$name' climbs out with '..'" ;;
     esac
-    if printf '%s' "$name" | LC_ALL=C grep -q "[^$NAME_CHARS]"; then
-      die "unsafe archive: member '$name' has characters a bundle never uses"
-    fi
     case "$name" in
       "$TOP"|"$TOP"/*) ;;
       *) die "unsafe archive: member '$name' is outside the bundle's folder '$TOP/'" ;;
     esac
   done <<< "$names"
+  bad=$(printf '%s\n' "$names" | sed 's|/$||' | LC_ALL=C sort | uniq -d | sed -n 1p)
+  [ -z "$bad" ] || die "unsafe archive: '$bad' is in it twice; a bundle holds each file once"
   # the first letter of each line is the member's type (--numeric-owner: no owner name with
   # spaces can shift anything); a bundle holds only files and folders, never a link
   listing=$(LC_ALL=C tar -tvzf "$archive" --numeric-owner 2>/dev/null) \
     || die "'$archive' cannot be listed"
   mapfile -t members <<< "$names"
-  # at most 100 times the archive's size + 64 MiB unpacked, never over 8 GiB: no bomb fills TMPDIR
+  # at most 100 times the archive's size + 64 MiB unpacked, never over 8 GiB: no bomb fills
+  # TMPDIR. Summed in bash's 64-bit integers, never awk's (mawk, the awk of Debian 12 and Ubuntu
+  # 22.04, prints any sum over 2^31 - 1 as 2147483647): each size has at most 12 digits, so
+  # MAX_MEMBERS of them cannot overflow
   size=$(stat -c %s "$archive")
   limit=$((100 * size + 67108864)); [ "$limit" -le 8589934592 ] || limit=8589934592
-  # %.0f, not %d: mawk (Debian's and Ubuntu's awk) prints %d of anything past 2^31 - 1 as
-  # 2147483647, which let an archive of 21 MB or more unpack to any size
-  total=$(printf '%s\n' "$listing" | awk '{sum += $3} END {printf "%.0f", sum}')
-  [ "$total" -le "$limit" ] || die "unsafe archive: it would unpack to $total bytes, more than \
-$limit for a $size-byte archive (a decompression bomb?); nothing was extracted"
   while IFS= read -r line; do
     name=${members[$index]}; index=$((index + 1))
     case "${line:0:1}" in
-      -|d) ;;
+      -) kinds+=(f) ;;
+      d) kinds+=(d) ;;
       l) die "unsafe archive: '$name' is a symlink; a bundle holds only files and folders" ;;
       h) die "unsafe archive: '$name' is a hard link; a bundle holds only files and folders" ;;
       *) die "unsafe archive: '$name' is a device, fifo or other special file" ;;
     esac
+    [[ "$line" =~ ^[^\ ]+\ +[^\ ]+\ +([0-9]{1,12})\  ]] || die "unsafe archive: '$name' has a \
+size of 10^12 bytes or more, or none tar can tell (a decompression bomb?); nothing was extracted"
+    bytes=$((10#${BASH_REMATCH[1]}))
+    total=$((total + bytes))
+    case "$name" in
+      "$TOP/MANIFEST.json"|"$TOP/$SIG")
+        [ "$bytes" -le "$MAX_MANIFEST" ] || die "unsafe archive: '$name' has $bytes bytes, more \
+than the $MAX_MANIFEST a bundle's ever needs; nothing was extracted" ;;
+    esac
   done <<< "$listing"
+  [ "$index" = "${#members[@]}" ] \
+    || die "'$archive' lists its members in two ways; nothing was extracted"
+  [ "$total" -le "$limit" ] || die "unsafe archive: it would unpack to $total bytes, more than \
+$limit for a $size-byte archive (a decompression bomb?); nothing was extracted"
+  # MANIFEST.json (and its signature) alone first: signed, and naming the bundle in its folder
+  # name, before anything else leaves the archive
+  head="$(dirname "$archive")/manifest"
+  rm -rf "$head"; mkdir "$head"
+  listed=("$TOP/MANIFEST.json")
+  if [[ $'\n'"$names"$'\n' == *$'\n'"$TOP/$SIG"$'\n'* ]]; then listed+=("$TOP/$SIG"); fi
+  tar -xzf "$archive" -C "$head" --no-same-owner --no-same-permissions "${listed[@]}" 2>/dev/null \
+    || die "'$archive' holds no $TOP/MANIFEST.json: not an edgefuse bundle; nothing was extracted"
+  check_manifest "$head/$TOP"
+  [ "$(bundle_field "$head/$TOP" id)" = "$TOP" ] || die "'$archive' holds the folder '$TOP/', but \
+its MANIFEST.json is the bundle '$(bundle_field "$head/$TOP" id)': renamed or mixed up; nothing \
+was extracted"
+  # every member is a file MANIFEST.json lists (or MANIFEST.json, MANIFEST.sig) or a folder of one
+  local -A allowed=(["$TOP"]=d ["$TOP/MANIFEST.json"]=f ["$TOP/$SIG"]=f)
+  while IFS= read -r path; do
+    [ -n "$path" ] || continue
+    allowed["$TOP/$path"]=f
+    while [[ "$path" == */* ]]; do path=${path%/*}; allowed["$TOP/$path"]=d; done
+  done < <(manifest_files "$head/$TOP" | cut -c67-)
+  for index in "${!members[@]}"; do
+    name=${members[$index]%/}
+    [ "${allowed[$name]:-}" = "${kinds[$index]}" ] || die "unsafe archive: '${members[$index]}' \
+is not in MANIFEST.json's list (planted?); nothing was extracted"
+  done
+  rm -rf "$head"
 }
 
 # ---- bundle checks -------------------------------------------------------------------------------
@@ -191,11 +243,14 @@ trusted_keys() {  # the keys given with --key, then the device's trust store
   return 0
 }
 
+UNSIGNED_NOTED=0  # said once: the archive's MANIFEST.json and the extracted one are both checked
 check_signature() {  # the Ed25519 signature of MANIFEST.json, by a key this device trusts
   local dir=$1 key keys
   keys=$(trusted_keys)
   if [ -z "$keys" ]; then
-    note "warning: no trusted signing key (--key, or $KEYDIR/*.pem): checking integrity only"
+    [ "$UNSIGNED_NOTED" = 1 ] \
+      || note "warning: no trusted signing key (--key, or $KEYDIR/*.pem): checking integrity only"
+    UNSIGNED_NOTED=1
     return 0
   fi
   [ -f "$dir/$SIG" ] \
@@ -212,16 +267,21 @@ check_signature() {  # the Ed25519 signature of MANIFEST.json, by a key this dev
 forged, or signed with another key; nothing was installed"
 }
 
-venv_listing() {  # the digest record of RELEASE/.venv: every file's sha256, every link's target
-  (cd "$1" && find .venv -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum \
-    && find .venv -type l -print | LC_ALL=C sort | while IFS= read -r link; do
+built_listing() {  # built_listing RELEASE FOLDER: the digest record of what this installer built
+  # in RELEASE/FOLDER (.venv, .opp): every file's sha256, every link's target
+  (cd "$1" && find "$2" -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum \
+    && find "$2" -type l -print | LC_ALL=C sort | while IFS= read -r link; do
       printf 'link  %s -> %s\n' "$link" "$(readlink "$link")"; done)
 }
 
+venv_listing() { built_listing "$1" .venv; }
+
 venv_record() { printf '%s/venv-digests/%s.sha256' "$DEST" "$(basename "$1")"; }
 
-verify_tree() {  # verify_tree DIR [installed]: installed releases may hold the recorded .venv
-  local dir=$1 installed=${2:-} expected actual listed found bad id record
+opp_record() { printf '%s/opp-digests/%s.sha256' "$DEST" "$(basename "$1")"; }
+
+check_manifest() {  # MANIFEST.json: its own digest, its signature, and the bundle it names
+  local dir=$1 expected actual id name
   [ -f "$dir/MANIFEST.json" ] || die "'$dir' has no MANIFEST.json: not an edgefuse bundle"
   expected=$(manifest_digest "$dir")
   [ -n "$expected" ] || die "$dir/MANIFEST.json carries no manifest_sha256: damaged or not a bundle"
@@ -229,24 +289,39 @@ verify_tree() {  # verify_tree DIR [installed]: installed releases may hold the 
     "$dir/MANIFEST.json" | sha256sum | cut -d' ' -f1)
   [ "$actual" = "$expected" ] || die "$dir/MANIFEST.json was modified (its digest does not match)"
   check_signature "$dir"
-  id=$(bundle_field "$dir" id)
-  case "$id" in
-    "$BUNDLE_NAME"-*) ;;
-    *) die "'$dir' is the bundle '$id', not one of $BUNDLE_NAME" ;;
-  esac
-  if [ -n "$installed" ] && [ -e "$dir/.venv" -o -L "$dir/.venv" ]; then
-    # the environment this installer built: it must be exactly what it recorded then
-    record=$(venv_record "$dir")
-    [ ! -L "$dir/.venv" ] && [ -f "$record" ] && [ "$(venv_listing "$dir")" = "$(cat "$record")" ] \
-      || die "$dir/.venv is not the Python environment this installer built (changed or planted)"
-    bad=$(find "$dir" -path "$dir/.venv" -prune -o ! -type f ! -type d -print | head -n 1)
-    found=$(cd "$dir" && find . -path ./.venv -prune -o -type f ! -path ./MANIFEST.json \
-      ! -path "./$SIG" -print | sed 's|^\./||' | LC_ALL=C sort)
-  else
-    bad=$(find "$dir" ! -type f ! -type d -print | head -n 1)
-    found=$(cd "$dir" && find . -type f ! -path ./MANIFEST.json ! -path "./$SIG" -print \
-      | sed 's|^\./||' | LC_ALL=C sort)
-  fi
+  # exactly this bundle name (never a prefix of another's), and the id it makes with the version
+  id=$(bundle_field "$dir" id); name=$(bundle_field "$dir" name)
+  [ "$name" = "$BUNDLE_NAME" ] && [ "$id" = "$name-$(bundle_field "$dir" version)" ] \
+    || die "'$dir' is the bundle '$id' (name '$name'), not one of $BUNDLE_NAME"
+}
+
+installed_release() {  # the one place an installed release may be: DEST/releases/<id>-<digest>
+  local dir=$1 here releases
+  here=$(cd "$dir" && pwd -P); releases=$(cd "$DEST/releases" 2>/dev/null && pwd -P) || return 1
+  [ "$here" = "$releases/$(bundle_field "$dir" id)-$(manifest_digest "$dir" | cut -c1-12)" ]
+}
+
+verify_tree() {  # verify_tree DIR [installed]: an installed release may hold what this
+  # installer built in it (.venv: the Python environment, .opp: the custom-op package)
+  local dir=$1 installed=${2:-} listed found bad record folder what built=()
+  check_manifest "$dir"
+  for folder in .venv .opp; do
+    [ -n "$installed" ] && { [ -e "$dir/$folder" ] || [ -L "$dir/$folder" ]; } || continue
+    # only in the release folder it was built in, exactly as recorded then (bundle_check.py
+    # applies the same rule); anywhere else, or in a bundle to install, it is an unlisted file
+    case "$folder" in
+      .venv) record=$(venv_record "$dir"); what="the Python environment" ;;
+      *) record=$(opp_record "$dir"); what="the custom-op package" ;;
+    esac
+    installed_release "$dir" && [ ! -L "$dir/$folder" ] && [ -f "$record" ] \
+      && [ "$(built_listing "$dir" "$folder")" = "$(cat "$record")" ] \
+      || die "$dir/$folder is not $what this installer built (changed or planted)"
+    built+=(-path "./$folder" -prune -o)
+  done
+  bad=$(cd "$dir" && find . ${built[@]+"${built[@]}"} ! -type f ! -type d -print | sed -n 1p)
+  [ -z "$bad" ] || bad="$dir/${bad#./}"
+  found=$(cd "$dir" && find . ${built[@]+"${built[@]}"} -type f ! -path ./MANIFEST.json \
+    ! -path "./$SIG" -print | sed 's|^\./||' | LC_ALL=C sort)
   [ -z "$bad" ] || die "'$bad' is a link or special file; a bundle holds only files and folders"
   listed=$(manifest_files "$dir" | cut -c67- | LC_ALL=C sort)
   if [ "$listed" != "$found" ]; then
@@ -259,22 +334,77 @@ $(printf '%s\n' "$bad" | grep -v '^sha256sum: WARNING' | head -n 5)"
   fi
 }
 
-check_not_older() {  # refuse a lower build number, or a lower version of the same build
-  local new=$1 cur new_build cur_build new_version cur_version
+VERSION_RE='^([0-9]+(\.[0-9]+)*)((a|b|rc)([0-9]+))?(\.post([0-9]+))?(\.dev([0-9]+))?$'
+
+number_order() {  # number_order A B: -1, 0 or 1; whole numbers of any length (no overflow)
+  local a=${1#"${1%%[!0]*}"} b=${2#"${2%%[!0]*}"}
+  a=${a:-0}; b=${b:-0}
+  if [ "${#a}" != "${#b}" ]; then
+    if [ "${#a}" -lt "${#b}" ]; then echo -1; else echo 1; fi
+  elif [ "$a" = "$b" ]; then echo 0
+  elif [[ "$a" < "$b" ]]; then echo -1
+  else echo 1
+  fi
+}
+
+version_key() {  # the PEP 440 order of a version after its release numbers: pre, post, dev
+  local pre=${BASH_REMATCH[3]} letter=${BASH_REMATCH[4]} post=${BASH_REMATCH[6]}
+  local dev=${BASH_REMATCH[8]}
+  if [ -n "$pre" ]; then  # 1.0a1 < 1.0b1 < 1.0rc1 < 1.0
+    case "$letter" in a) printf '1 0 %s' "${BASH_REMATCH[5]}" ;; b) printf '1 1 %s' \
+      "${BASH_REMATCH[5]}" ;; *) printf '1 2 %s' "${BASH_REMATCH[5]}" ;; esac
+  elif [ -z "$post" ] && [ -n "$dev" ]; then printf '0 0 0'  # 1.0.dev1 < 1.0a1
+  else printf '2 0 0'
+  fi
+  if [ -n "$post" ]; then printf ' 1 %s' "${BASH_REMATCH[7]}"; else printf ' 0 0'; fi
+  if [ -n "$dev" ]; then printf ' 0 %s\n' "${BASH_REMATCH[9]}"; else printf ' 1 0\n'; fi
+}
+
+version_order() {  # version_order A B: -1, 0 or 1 in PEP 440's order; fails for another form
+  local a=$1 b=$2 ra rb ka kb i order
+  [[ "$a" =~ $VERSION_RE ]] || return 1
+  IFS=. read -ra ra <<< "${BASH_REMATCH[1]}"; read -ra ka <<< "$(version_key)"
+  [[ "$b" =~ $VERSION_RE ]] || return 1
+  IFS=. read -ra rb <<< "${BASH_REMATCH[1]}"; read -ra kb <<< "$(version_key)"
+  while [ "${#ra[@]}" -lt "${#rb[@]}" ]; do ra+=(0); done  # 1.0 == 1.0.0
+  while [ "${#rb[@]}" -lt "${#ra[@]}" ]; do rb+=(0); done
+  ra+=("${ka[@]}"); rb+=("${kb[@]}")
+  for i in "${!ra[@]}"; do
+    order=$(number_order "${ra[$i]}" "${rb[$i]}")
+    [ "$order" = 0 ] || { echo "$order"; return 0; }
+  done
+  echo 0
+}
+
+check_not_older() {  # refuse a lower build number, a lower version (PEP 440) of the same build,
+  # and other content under the installed version and build
+  local new=$1 cur new_build cur_build new_version cur_version order
   [ "$ALLOW_DOWNGRADE" = 0 ] && [ -f "$DEST/current/MANIFEST.json" ] || return 0
   cur=$(readlink -f "$DEST/current")
   [ "$(manifest_digest "$cur")" != "$(manifest_digest "$new")" ] || return 0
   new_build=$(bundle_field "$new" build); cur_build=$(bundle_field "$cur" build)
+  new_build=${new_build:-0}; cur_build=${cur_build:-0}
   new_version=$(bundle_field "$new" version); cur_version=$(bundle_field "$cur" version)
-  if [ "${new_build:-0}" -lt "${cur_build:-0}" ]; then
-    die "downgrade refused: $new_version (build ${new_build:-0}) is older than the installed \
-$cur_version (build ${cur_build:-0}); pass --allow-downgrade to install it anyway"
-  fi
-  if [ "${new_build:-0}" = "${cur_build:-0}" ] && [ "$new_version" != "$cur_version" ] \
-      && [ "$(printf '%s\n%s\n' "$new_version" "$cur_version" | sort -V | head -n 1)" = "$new_version" ]; then
-    die "downgrade refused: $new_version is older than the installed $cur_version; pass \
---allow-downgrade to install it anyway"
-  fi
+  case "$new_build$cur_build" in
+    *[!0-9]*) die "cannot order build '$new_build' after the installed build '$cur_build'; pass \
+--allow-downgrade to install it anyway" ;;
+  esac
+  case "$(number_order "$new_build" "$cur_build")" in
+    -1) die "downgrade refused: $new_version (build $new_build) is older than the installed \
+$cur_version (build $cur_build); pass --allow-downgrade to install it anyway" ;;
+    1) return 0 ;;
+  esac
+  order=$(version_order "$new_version" "$cur_version") || die "cannot order $new_version after \
+the installed $cur_version (build $cur_build, both): one is not a PEP 440 version \
+(N[.N]...[{a|b|rc}N][.postN][.devN]); pass --allow-downgrade to install it anyway"
+  case "$order" in
+    -1) die "downgrade refused: $new_version is older than the installed $cur_version (PEP 440 \
+order; build $new_build, both); pass --allow-downgrade to install it anyway" ;;
+    0) die "refused: $new_version (build $new_build) is installed already, with other content \
+(MANIFEST.json $(manifest_digest "$cur" | cut -c1-12), this one $(manifest_digest "$new" \
+| cut -c1-12)): give a rebuild a new version or build number; pass --allow-downgrade to replace \
+it anyway" ;;
+  esac
 }
 
 # ---- install ---------------------------------------------------------------------------------------
@@ -400,19 +530,34 @@ ensure_user() {
     "$SERVICE_USER"
 }
 
-opp_package() {  # build and install the custom-op package where the board has the CANN toolkit
-  [ -n "$OPP_VENDOR" ] && [ -d "$DEST/current/opp" ] || return 0
-  [ -d "$DEST/opp/vendors/$OPP_VENDOR" ] && return 0
-  if [ -z "${ASCEND_HOME_PATH:-}" ] || ! command -v cmake >/dev/null 2>&1; then
-    note "the models need edgefuse's custom-op package; with the CANN toolkit set up, run:"
-    note "  cp -R $DEST/current/opp /tmp/opp && cd /tmp/opp && bash build.sh && bash install.sh $DEST/opp"
+opp_package() {  # opp_package RELEASE: its custom-op package, built from RELEASE/opp into
+  # RELEASE/.opp (ASCEND_CUSTOM_OPP_PATH names PREFIX/current/.opp/vendors/VENDOR) where the
+  # board has the CANN toolkit, and recorded: each release runs and rolls back with its own
+  local release=$1 record work
+  [ -n "$OPP_VENDOR" ] && [ -d "$release/opp" ] || return 0
+  record=$(opp_record "$release")
+  if [ -f "$record" ] && [ -d "$release/.opp" ] \
+      && [ "$(built_listing "$release" .opp)" = "$(cat "$record")" ]; then
     return 0
   fi
-  local work
+  rm -rf "$release/.opp" "$record"
+  if [ -z "${ASCEND_HOME_PATH:-}" ] || ! command -v cmake >/dev/null 2>&1; then
+    note "the models need edgefuse's custom-op package, built on the board: with the CANN \
+toolkit set up (ASCEND_HOME_PATH, cmake), run install.sh --finish"
+    return 0
+  fi
   work=$(mktemp -d "${TMPDIR:-/tmp}/edgefuse-opp.XXXXXX")
-  cp -R "$DEST/current/opp/." "$work/"
-  (cd "$work" && bash build.sh && bash install.sh "$DEST/opp")
+  cp -R "$release/opp/." "$work/"
+  if ! (cd "$work" && bash build.sh && bash install.sh "$release/.opp"); then
+    rm -rf "$work" "$release/.opp"
+    fail "the custom-op package of $(basename "$release") could not be built (its log is above); \
+nothing was switched"
+  fi
   rm -rf "$work"
+  mkdir -p "$DEST/opp-digests"
+  built_listing "$release" .opp > "$record.new"
+  flush "$release/.opp" "$record.new"
+  mv -f "$record.new" "$record"
 }
 
 start_service() {
@@ -465,13 +610,13 @@ install_bundle() {
     flush "$DEST/releases"
   fi
   python_env "$DEST/releases/$release"
+  if [ "$OFFLINE" = 0 ]; then opp_package "$DEST/releases/$release"; fi
   # 2. previous first: killed between the two renames, both links name working releases
   if [ "$old" != "releases/$release" ]; then
     if [ -n "$old" ]; then switch_link previous "$old"; fi
     switch_link current "releases/$release"
   fi
   install_service_files
-  if [ "$OFFLINE" = 0 ]; then opp_package; fi
   start_service
   # 3. healthy, or back to the old release
   if ! healthy; then
@@ -480,7 +625,7 @@ install_bundle() {
       if [ -n "$prev" ]; then switch_link previous "$prev"; else rm -f "$DEST/previous"; fi
       install_service_files
       start_service
-      rm -rf "${DEST:?}/releases/$release" "$(venv_record "$release")"
+      rm -rf "${DEST:?}/releases/$release" "$(venv_record "$release")" "$(opp_record "$release")"
       fail "$BUNDLE_ID failed its health check ($HEALTH_WHY); rolled back to $old"
     fi
     fail "$BUNDLE_ID failed its health check ($HEALTH_WHY); no earlier release to return to"
@@ -491,7 +636,7 @@ install_bundle() {
     [ -e "$entry" ] || continue
     case "releases/$(basename "$entry")" in
       "releases/$release"|"$prev") ;;
-      *) rm -rf "$entry" "$(venv_record "$entry")" ;;
+      *) rm -rf "$entry" "$(venv_record "$entry")" "$(opp_record "$entry")" ;;
     esac
   done
   note "installed $BUNDLE_ID as $DEST/current -> releases/$release"
@@ -562,12 +707,14 @@ hand_over() {  # a checked bundle of another version installs with its own (now 
 }
 
 case "$MODE" in
-  verify) source_tree; note "${SOURCE:-$SRC}: every file matches MANIFEST.json" ;;
+  verify) source_tree; note "${SOURCE:-$SRC}: $(bundle_field "$SRC" id) (build \
+$(bundle_field "$SRC" build)): every file matches MANIFEST.json" ;;
   rollback) rollback ;;
   finish)
     [ -L "$DEST/current" ] || die "nothing installed in $DEST to finish"
     verify_tree "$(readlink -f "$DEST/current")" installed
-    ensure_user; python_env "$(readlink -f "$DEST/current")"; opp_package; start_service
+    ensure_user; python_env "$(readlink -f "$DEST/current")"
+    opp_package "$(readlink -f "$DEST/current")"; start_service
     healthy || fail "$BUNDLE_ID is not healthy after --finish ($HEALTH_WHY)" ;;
   install)
     source_tree
