@@ -27,7 +27,8 @@ def bundle(tmp_path) -> Path:
     folder = tmp_path / "hand-1.0.0"
     (folder / "app").mkdir(parents=True)
     (folder / "app" / "config.yaml").write_text("conf: 0.3\n")
-    write_bundle_manifest(folder, {"bundle": {"id": folder.name}, "models": {}})
+    write_bundle_manifest(folder, {"bundle": {"name": "hand", "version": "1.0.0",
+                                              "id": folder.name}, "models": {}})
     return folder
 
 
