@@ -26,7 +26,7 @@ import re
 import time
 from pathlib import Path
 
-from edgefuse._files import FILE_MODE, check_output_path
+from edgefuse._files import FILE_MODE, WriteFailedError, check_output_path
 from edgefuse.vision.streams.staging import free_name, keep_whole_lines, remove_leftovers
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,13 @@ class Rotation:
 
 
 class AppendedLines:
-    """Lines appended to ``path`` (see the module docstring)."""
+    """Lines appended to ``path`` (see the module docstring); errors name ``target`` (the file a
+    staged ``path`` becomes), else ``path``."""
 
-    def __init__(self, path: str | os.PathLike[str], rotate: Rotation | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], rotate: Rotation | None = None, *,
+                 target: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path)
+        self.target = Path(target or path)
         check_output_path(self.path)
         self.rotate = rotate
         if self.path.is_file():
@@ -61,21 +64,38 @@ class AppendedLines:
 
     def _open(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-        self._size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self._fd).st_size
 
     def write(self, line: str) -> None:
+        """Append ``line`` whole, or raise ``WriteFailedError`` with the file as it was before
+        (a line cut by a full disk is cut off again: a reader never sees half a record)."""
         data = line.encode("utf-8")
-        if (self.rotate is not None and self._size
-                and self._size + len(data) > self.rotate.max_mb * 1e6):
-            self._rotate()
-        written = os.write(self._fd, data)
-        while written < len(data):  # a regular file takes it whole; a pipe or FIFO may not
-            written += os.write(self._fd, data[written:])
-        self._size += len(data)
-        now = time.monotonic()
-        if now - self._synced >= SYNC_S:
-            os.fsync(self._fd)
-            self._synced = now
+        try:
+            if self._fd is None:  # a rotation that failed half-way: open again
+                self._open()
+            if (self.rotate is not None and self.size
+                    and self.size + len(data) > self.rotate.max_mb * 1e6):
+                self._rotate()
+            written = os.write(self._fd, data)
+            while written < len(data):  # a full disk takes part; a pipe or FIFO may too
+                written += os.write(self._fd, data[written:])
+            self.size += len(data)
+            now = time.monotonic()
+            if now - self._synced >= SYNC_S:
+                os.fsync(self._fd)
+                self._synced = now
+        except OSError as exc:
+            self._cut_back()
+            raise WriteFailedError(self.target, exc) from exc
+
+    def _cut_back(self) -> None:
+        """Remove what a failed write left past the last whole line."""
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, self.size)
+        except OSError:  # the file is still cut; its next opening removes the cut line
+            log.warning("%s: could not remove a line cut by a failed write", self.path)
 
     def close(self) -> None:
         if self._fd is None:
@@ -83,6 +103,8 @@ class AppendedLines:
         fd, self._fd = self._fd, None
         try:
             os.fsync(fd)
+        except OSError as exc:
+            raise WriteFailedError(self.target, exc) from exc
         finally:
             os.close(fd)
 
@@ -135,7 +157,12 @@ class VideoSegments:
             self._current = self._open_segment(name, self.fps)
             self._current_path = name
             self._started = at
-        self._current.write(image, media)
+        try:
+            self._current.write(image, media)
+        except BaseException:  # a full disk: this segment is lost whole, the next starts anew
+            current, self._current = self._current, None
+            current.discard()
+            raise
 
     def close(self) -> None:
         if self._current is not None:
@@ -143,7 +170,7 @@ class VideoSegments:
 
     def _finish(self) -> None:
         current, self._current = self._current, None
-        current.close()
+        current.close()  # a failure removes the segment and raises
         if current.frames:
             self.finished.append(self._current_path)
             log.info("video segment %s finished (%d frames)", self._current_path, current.frames)
