@@ -217,7 +217,8 @@ class LiveServer:
         health = self.state.health()
         return self.web.Response(status=200 if health.ok else 503,
                                  content_type="application/json",
-                                 text=json.dumps({"ok": health.ok, "stalled": health.stalled}))
+                                 text=json.dumps({"ok": health.ok, "stalled": health.stalled,
+                                                  "recording": self.state.recording()}))
 
     async def _frames(self, request):
         web = self.web
