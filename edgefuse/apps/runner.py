@@ -355,11 +355,13 @@ def make_sinks(config: AppConfig, plan: StreamPlan, *, live: bool = False,
         if plan.jsonl:
             sinks.append(JsonlSink(plan.jsonl, append=live, stream=plan.name,
                                    rotate=config.jsonl_rotate if live else None,
-                                   recording=recording("jsonl", Path(plan.jsonl).parent)))
+                                   recording=recording("jsonl", Path(plan.jsonl).parent),
+                                   retain=config.retain if live else None))
         if plan.save and Path(plan.save).suffix:
             sinks.append(VideoSink(plan.save, segment_s=config.segment_s if live else None,
                                    keep=config.segment_keep,
-                                   recording=recording("video", Path(plan.save).parent)))
+                                   recording=recording("video", Path(plan.save).parent),
+                                   retain=config.retain if live else None))
         elif plan.save:
             sinks.append(ImageFolderSink(plan.save,
                                          recording=recording("images", Path(plan.save))))

@@ -34,7 +34,7 @@ from edgefuse._files import cannot_write, check_folder_writable
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.media.clips import ClipOptions, ClipRecorder
 from edgefuse.vision.media.h264 import h264_available
-from edgefuse.vision.media.retention import RetainedFolder, Retention
+from edgefuse.vision.media.retention import EVENT_MEDIA, RetainedFolder, Retention
 from edgefuse.vision.media.snapshots import media_stem, write_snapshot
 from edgefuse.vision.streams.frames import Frame
 from edgefuse.vision.streams.sinks import media_time
@@ -51,7 +51,7 @@ class EventMediaOptions:
     """Where snapshots (and clips) go and how long they stay; ``clips`` None: snapshots only."""
 
     folder: Path
-    retention: Retention = Retention()
+    retention: Retention = EVENT_MEDIA
     clips: ClipOptions | None = None
 
 

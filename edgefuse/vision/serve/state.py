@@ -167,12 +167,11 @@ class LiveState:
         stalled = [name for name, state in states.items() if state in UNHEALTHY]
         return Health(not stalled, stalled, states)
 
-    def recording(self) -> dict[str, Any]:
+    def recording(self) -> dict[str, str]:
         """Each live file sink's recording state (``stream/sink``: ``recording`` or the reason
-        it stopped) and each of their folders' free bytes, as ``/healthz`` shows them."""
-        states = {f"{s.stream}/{s.sink}": "recording" if s.recording else s.reason
-                  for s in self.recordings.states()}
-        return {"sinks": states, "disk_free_bytes": self.recordings.free_bytes()}
+        it stopped), as ``/healthz`` shows it (no path: ``/healthz`` needs no token)."""
+        return {f"{s.stream}/{s.sink}": "recording" if s.recording else s.reason
+                for s in self.recordings.states()}
 
     def healthy(self) -> bool:
         return self.health().ok

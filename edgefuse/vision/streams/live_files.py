@@ -15,6 +15,10 @@ everything since the start to a crash, an OOM kill or a power cut. So, for live 
   (``<stem>-<UTC start><suffix>``, e.g. ``out-20260101T120000Z.mp4``), written under a temporary
   name and renamed when it is finished, so each one that appears is playable and a crash loses
   at most the current one; ``keep`` deletes the oldest beyond that count.
+
+Both take a ``Retention`` (``retain``: age, total bytes, the disk's free space), applied to the
+rotated ``.N`` files and to the finished segments (never the file being written), oldest first,
+after each rotation and as each segment starts and ends (``edgefuse.vision.media.retention``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from pathlib import Path
 
 from edgefuse._files import FILE_MODE, WriteFailedError, check_output_path
+from edgefuse.vision.media.retention import RetainedFolder, Retention
 from edgefuse.vision.streams.staging import free_name, keep_whole_lines, remove_leftovers
 
 log = logging.getLogger(__name__)
@@ -48,9 +53,13 @@ class AppendedLines:
     staged ``path`` becomes), else ``path``."""
 
     def __init__(self, path: str | os.PathLike[str], rotate: Rotation | None = None, *,
-                 target: str | os.PathLike[str] | None = None) -> None:
+                 target: str | os.PathLike[str] | None = None,
+                 retain: Retention | None = None) -> None:
         self.path = Path(path)
         self.target = Path(target or path)
+        self.retained = None if retain is None or rotate is None else RetainedFolder(
+            self.path.parent, retain, names=re.compile(re.escape(self.path.name) + r"\.\d+"),
+            pattern="*", what="rotated JSON Lines")
         check_output_path(self.path)
         self.rotate = rotate
         if self.path.is_file():
@@ -123,6 +132,9 @@ class AppendedLines:
             self.path.unlink()
         log.info("%s reached %g MB: rotated", self.path, self.rotate.max_mb)
         self._open()
+        if self.retained is not None:  # the .N files were renamed: list them again
+            self.retained.rescan()
+            self.retained.enforce()
 
 
 class VideoSegments:
@@ -133,7 +145,8 @@ class VideoSegments:
     """
 
     def __init__(self, path: str | os.PathLike[str], open_segment, *, segment_s: float,
-                 keep: int | None = None, fps: float | None = None) -> None:
+                 keep: int | None = None, fps: float | None = None,
+                 retain: Retention | None = None) -> None:
         self.path = Path(path)
         check_output_path(self.path)
         self.segment_s = segment_s
@@ -145,6 +158,9 @@ class VideoSegments:
         self.finished: list[Path] = []
         remove_leftovers(self.path.parent, self._segment_names(), self.path.suffix.lower(),
                          "video segment")
+        self.retained = None if retain is None else RetainedFolder(
+            self.path.parent, retain, names=re.compile(self._segment_names()), pattern="*",
+            what="video segments")
 
     def write(self, image, at: float, media: float | None = None) -> None:
         """Add ``image``, captured at ``at`` (seconds since the epoch), shown at ``media``
@@ -152,6 +168,8 @@ class VideoSegments:
         if self._current is not None and at - self._started >= self.segment_s:
             self._finish()
         if self._current is None:
+            if self.retained is not None:  # room for the segment about to start
+                self.retained.enforce()
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(at))
             name = free_name(self.path.with_name(f"{self.path.stem}-{stamp}{self.path.suffix}"))
             self._current = self._open_segment(name, self.fps)
@@ -174,6 +192,8 @@ class VideoSegments:
         if current.frames:
             self.finished.append(self._current_path)
             log.info("video segment %s finished (%d frames)", self._current_path, current.frames)
+            if self.retained is not None:
+                self.retained.add(self._current_path)
         if self.keep is not None:
             pattern = re.compile(self._segment_names())
             segments = sorted(p for p in self.path.parent.iterdir() if pattern.fullmatch(p.name))

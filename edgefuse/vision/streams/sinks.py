@@ -56,6 +56,7 @@ import numpy as np
 from edgefuse._cv import cv2
 from edgefuse._files import WriteFailedError, cannot_write, check_folder_writable
 from edgefuse.errors import InputError, Ref
+from edgefuse.vision.media.retention import Retention
 from edgefuse.vision.media.video_file import DEFAULT_FPS, VideoFile, check_video_suffix
 from edgefuse.vision.streams.frames import FrameResult
 from edgefuse.vision.streams.live_files import AppendedLines, Rotation, VideoSegments
@@ -124,13 +125,13 @@ class JsonlSink(Sink):
 
     def __init__(self, path: str | os.PathLike[str], *, append: bool = False,
                  rotate: Rotation | None = None, stream: str | None = None,
-                 recording: Recording | None = None) -> None:
+                 recording: Recording | None = None, retain: Retention | None = None) -> None:
         path = Path(path)
         self.recording = recording
         recover_jsonl_leftovers(path)
         self._file: Staged | None = None
         if append:
-            self._lines = AppendedLines(path, rotate)
+            self._lines = AppendedLines(path, rotate, retain=retain)
         else:
             self._file = Staged(path, ".tmp")
             self._lines = AppendedLines(self._file.tmp, target=path)
@@ -208,7 +209,7 @@ class VideoSink(Sink):
 
     def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None,
                  segment_s: float | None = None, keep: int | None = None,
-                 recording: Recording | None = None) -> None:
+                 recording: Recording | None = None, retain: Retention | None = None) -> None:
         path = Path(path)
         self.recording = recording
         self._video: VideoFile | None = None
@@ -219,7 +220,8 @@ class VideoSink(Sink):
         else:
             check_video_suffix(path)
             self._segments = VideoSegments(path, lambda name, rate: VideoFile(name, fps=rate),
-                                           segment_s=segment_s, keep=keep, fps=fps)
+                                           segment_s=segment_s, keep=keep, fps=fps,
+                                           retain=retain)
 
     def start(self, *, fps: float | None, describe: Describe) -> None:
         target = self._video or self._segments

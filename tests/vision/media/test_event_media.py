@@ -95,7 +95,7 @@ def test_a_snapshot_that_cannot_be_written_is_not_claimed(tmp_path, monkeypatch)
 
 
 def test_a_snapshot_deleted_at_once_by_a_tiny_max_mb_is_not_claimed(tmp_path):
-    stream = EventMedia(EventMediaOptions(tmp_path, Retention(max_mb=1e-6)),
+    stream = EventMedia(EventMediaOptions(tmp_path, Retention(max_bytes=1)),
                         lambda event: None).stream("gate")
     events = [_crossing()]
     stream.on_events(events, Frame(1, np.zeros((64, 64, 3), np.uint8), AT, 0.0),
