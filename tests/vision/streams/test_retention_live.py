@@ -89,3 +89,15 @@ def test_a_bad_retain_names_the_key_and_the_file(value, message):
         config.from_mapping(DetectionConfig, {"retain": value}, "c.yaml")
     assert caught.value.reference == "bad-config" and "c.yaml" in caught.value.render()
     assert re.search(message, caught.value.render())
+
+
+def test_a_disk_below_min_free_loses_every_rotated_file_but_never_the_live_one(tmp_path):
+    path = tmp_path / "live.jsonl"
+    lines = AppendedLines(path, Rotation(max_mb=100e-6, keep=10),
+                          retain=Retention(min_free_bytes=1 << 60))  # never enough free
+    record = '{"frame": 0, "pad": "' + "x" * 60 + '"}\n'
+    for _ in range(4):
+        lines.write(record)
+    lines.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["live.jsonl"]
+    assert path.read_text() == record
