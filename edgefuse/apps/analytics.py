@@ -235,7 +235,7 @@ class AnalyticsSetup:
                 hook = dict(config.webhook)
                 self.publishers.append(WebhookPublisher(hook.pop("url"), **hook))
             if config.media is not None:
-                self.media = EventMedia(config.media, self._publish)
+                self.media = EventMedia(config.media, self._publish, self.state.recordings)
             if config.serve:
                 self.server = LiveServer(self.state, *config.serve, token=config.serve_token,
                                          snapshot_dir=config.media.folder if config.media else None)
