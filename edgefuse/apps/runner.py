@@ -286,6 +286,9 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
         print(f"batches run: {describe_sizes(batcher.sizes)}")
     if extras.media is not None:
         print(extras.media.summary())
+    for state in extras.state.recordings.states():  # a live run's writes that failed
+        if state.errors:
+            print(state.summary())
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
                                             in sorted(extras.stream_events.items())))

@@ -120,10 +120,12 @@ def test_a_live_run_keeps_going_on_a_full_disk_and_records_again_once_space_retu
             assert re.search(r'^edgefuse_sink_recording\{sink="video",stream="stream0"\} 1\.0$',
                              metrics, re.M), metrics
             app.process.send_signal(signal.SIGTERM)
-            code, _ = app.finish()
+            code, stdout = app.finish()
         finally:
             app.kill()
     assert code == 0, "".join(app.stderr)
+    assert re.search(r"^stream0 video: \d+ failed write\(s\) \(\d+ disk-full\), \d+ frame\(s\) "
+                     r"not recorded, recording at the end$", stdout, re.M), stdout
     frames = [record["frame"] for record in jsonl_records(log) if "frame" in record]
     assert frames and frames[0] > before  # the frames inferred while the disk was full
     assert frames == sorted(frames)

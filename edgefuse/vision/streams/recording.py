@@ -44,7 +44,8 @@ class Recording:
         self.resume_free_bytes = resume_free_bytes
         self.errors: collections.Counter[str] = collections.Counter()
         self.reason: str | None = None  # why it is suspended; None while recording
-        self.skipped = 0  # frames not recorded while suspended
+        self.skipped = 0  # frames not recorded since the last failure
+        self.not_recorded = 0  # frames not recorded in all
         self._clock = clock
         self._since = 0.0
         self._tried = 0.0
@@ -66,6 +67,7 @@ class Recording:
                 self._tried = now
                 return True
             self.skipped += 1
+            self.not_recorded += 1
             return False
 
     def failed(self, error: WriteFailedError) -> None:
@@ -114,6 +116,14 @@ class RecordingState:
     reason: str | None
     errors: dict[str, int]
     skipped: int
+    not_recorded: int
+
+    def summary(self) -> str:
+        """One line for the end of a run (``print_summary``)."""
+        failures = ", ".join(f"{count} {reason}" for reason, count in sorted(self.errors.items()))
+        now = "recording at the end" if self.recording else f"stopped at the end ({self.reason})"
+        return (f"{self.stream} {self.sink}: {sum(self.errors.values())} failed write(s) "
+                f"({failures}), {self.not_recorded} frame(s) not recorded, {now}")
 
 
 class Recordings:
@@ -133,7 +143,7 @@ class Recordings:
         with self._lock:
             recordings = list(self._all)
         return [RecordingState(r.stream, r.sink, str(r.folder), r.recording, r.reason,
-                               dict(r.errors), r.skipped) for r in recordings]
+                               dict(r.errors), r.skipped, r.not_recorded) for r in recordings]
 
     def free_bytes(self) -> dict[str, int]:
         """Free bytes of each folder recorded into (``df``'s Avail), asked now."""

@@ -4,10 +4,10 @@ Why files appear only when complete: for a file source, a video or JSON Lines fi
 under a temporary name next to its target and renamed into place when the sink closes (the
 pipeline ends every sink on every way out: end of stream, Ctrl-C, SIGTERM; a failing stage
 discards instead, see below), so a reader never sees a file that is still growing or was cut by
-a crash. Images are written one by one the same way. A live source never ends, so there the JSON Lines are appended record
-by record (``append=True``, with rotation) and the video is cut into finished segments
-(``segment_s``): see ``live_files.py``. Temporaries an earlier, crashed run left behind are
-recovered or removed when a sink opens (``staging.py``).
+a crash. Images are written one by one the same way. A live source never ends, so there the
+JSON Lines are appended record by record (``append=True``, with rotation) and the video is cut
+into finished segments (``segment_s``): see ``live_files.py``. Temporaries an earlier, crashed
+run left behind are recovered or removed when a sink opens (``staging.py``).
 
 The JSON Lines record, one per frame (``FRAME_SCHEMA`` names the keys every record has; the
 JSON Schema of every key, ``RECORD_SCHEMA``, ships as ``frame_record.schema.json`` and

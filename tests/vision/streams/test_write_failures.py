@@ -80,6 +80,8 @@ def test_a_recording_stops_on_a_failed_write_and_resumes_when_its_folder_has_roo
     assert written == [2] and recording.recording
     state = recordings.states()[0]
     assert state.errors == {"disk-full": 1} and state.skipped == 1
+    assert state.summary() == ("cam video: 1 failed write(s) (1 disk-full), 1 frame(s) not "
+                               "recorded, recording at the end")
     messages = [r.getMessage() for r in caplog.records]
     assert any("cam video: recording stopped: cannot write" in m for m in messages)
     assert any("cam video: recording resumed after 10.0 s (1 frame(s) not recorded)" in m
