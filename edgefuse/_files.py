@@ -13,6 +13,7 @@ else.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import tempfile
@@ -22,7 +23,7 @@ from typing import Any
 
 import onnx
 
-from edgefuse.errors import InputError, Ref
+from edgefuse.errors import EdgefuseError, InputError, Ref
 
 # protobuf cannot serialise a message of 2 GiB or more; larger models go to external data.
 _PROTOBUF_LIMIT = 2**31 - 1
@@ -139,6 +140,64 @@ def cannot_write(where: str | os.PathLike[str], exc: OSError) -> InputError:
         hint="choose an output folder you can write to, or fix its permissions (ls -ld)",
         reference=Ref.CANNOT_WRITE,
     )
+
+
+# Below this much free space, a writer that failed without an errno (OpenCV's) failed on space.
+FULL_BELOW_BYTES = 1 << 20
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class WriteFailedError(EdgefuseError):
+    """An output could not be written whole: ``error[disk-full]`` for no space (ENOSPC, EDQUOT,
+    EFBIG), ``error[write-failed]`` for any other errno, which the message names.
+
+    Why an error of its own and not the OSError: a one-shot run that could not write must exit
+    2 with the file named and what to do, not 3 with a traceback (or, worse, 0), and a live run
+    must tell a recording to suspend (``reason``, a Prometheus label) from a bug."""
+
+    def __init__(self, path: PathLike, exc: OSError | None = None, *,
+                 what: str | None = None) -> None:
+        self.path = Path(path)
+        code = exc.errno if exc is not None else None
+        if exc is not None:
+            name = errno.errorcode.get(code) if code is not None else None
+            detail = f"{name}: {exc.strerror or exc}" if name else str(exc)
+        else:  # a writer that says only that it failed (OpenCV's): was the disk full?
+            free = free_bytes(self.path.parent)
+            code = errno.ENOSPC if 0 <= free < FULL_BELOW_BYTES else None
+            detail = (what or "the writer failed") + (
+                f" (the file system has {free} bytes free)" if free >= 0 else "")
+        self.errno_name = errno.errorcode.get(code) if code is not None else None
+        self.disk_full = code in _DISK_FULL
+        self.reason = "disk-full" if self.disk_full else (self.errno_name or "write-failed")
+        super().__init__(
+            f"cannot write '{self.path}': {detail}",
+            hint=(f"free space on the file system of '{self.path.parent}' (df -h) or write "
+                  "elsewhere; nothing incomplete was left at that path") if self.disk_full
+            else "check the file system (dmesg, mount); nothing incomplete was left at that path",
+            reference=Ref.DISK_FULL if self.disk_full else Ref.WRITE_FAILED,
+        )
+
+
+def free_bytes(folder: PathLike) -> int:
+    """Bytes an unprivileged writer may still use in ``folder``'s file system (``df``'s Avail);
+    -1 when it cannot be asked (the folder is gone)."""
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return -1
+    return stat.f_bavail * stat.f_frsize
+
+
+def fsync_file(path: PathLike) -> int:
+    """Flush ``path`` to the disk and return its size: what a delayed allocation could not
+    place (ext4, XFS: ENOSPC at write-back) is raised here, before the rename that publishes it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def temporary_file_beside(path: PathLike, suffix: str) -> Path:

@@ -49,6 +49,11 @@ class Ref(str, enum.Enum):
     BAD_ARGUMENT = "bad-argument", "an argument is of the wrong type or outside its range"
     MODEL_NOT_FOUND = "model-not-found", "the model path does not exist"
     BAD_OUTPUT_PATH = "bad-output-path", "an output path cannot be written as asked"
+    DISK_FULL = (
+        "disk-full", "an output could not be written whole: no space left (ENOSPC) or over quota")
+    WRITE_FAILED = (
+        "write-failed", "an output could not be written whole (the message names the errno: "
+        "EIO, EROFS, ...)")
     OUTPUT_IS_INPUT = (
         "output-is-input", "an output path is an input, holds one or lies inside one")
     BAD_MODEL_FILE = "bad-model-file", "a model file has a suffix edgefuse cannot read"

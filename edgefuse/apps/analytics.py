@@ -55,7 +55,7 @@ from edgefuse.vision.events.webhook import WebhookPublisher
 from edgefuse.vision.media.clips import ClipOptions
 from edgefuse.vision.media.event_media import EventMedia, EventMediaOptions
 from edgefuse.vision.media.h264 import h264_available
-from edgefuse.vision.media.retention import Retention
+from edgefuse.vision.media.retention import EVENT_MEDIA, Retention
 from edgefuse.vision.serve.server import LiveServer
 from edgefuse.vision.serve.sink import LiveSink
 from edgefuse.vision.serve.state import DEFAULT_STALL_S, LiveState
@@ -151,16 +151,19 @@ def check_event_media(value: Any, key: str, where: str) -> dict[str, Any]:
     if not isinstance(folder, (str, os.PathLike)) or not str(folder):
         raise rec.bad(f"'{key}.dir' must name the folder for event snapshots and clips", where,
                       _REF, hint=f"for example {key}: out/events")
-    defaults = Retention()
+    defaults = {"max_age_h": EVENT_MEDIA.max_age_s / 3600, "max_mb": EVENT_MEDIA.max_bytes / 1e6}
     limits = {}
     for limit in ("max_age_h", "max_mb"):
-        limit_value = data.get(limit, getattr(defaults, limit))
+        limit_value = data.get(limit, defaults[limit])
         if limit_value is not None and rec.number(limit_value, f"{key}.{limit}", where, _REF,
                                                   low=0) <= 0:
             raise rec.bad(f"'{key}.{limit}' must be above 0, got {limit_value!r}", where, _REF,
                           hint=f"set {key}.{limit}: null for no such limit")
         limits[limit] = None if limit_value is None else float(limit_value)
-    return {"dir": os.fspath(folder), "retention": Retention(**limits)}
+    retention = Retention(
+        max_bytes=None if limits["max_mb"] is None else int(limits["max_mb"] * 1e6),
+        max_age_s=None if limits["max_age_h"] is None else limits["max_age_h"] * 3600)
+    return {"dir": os.fspath(folder), "retention": retention}
 
 
 def check_clips(value: Any, key: str, where: str) -> ClipOptions | None:
@@ -189,7 +192,10 @@ def media_options(config: Any) -> EventMediaOptions | None:
                          reference=_REF)
     if media is None:
         return None
-    return EventMediaOptions(Path(media["dir"]), media["retention"], clips)
+    retention, retain = media["retention"], getattr(config, "retain", None)
+    if retain is not None and retain.min_free_bytes is not None:  # the card's floor holds too
+        retention = dataclasses.replace(retention, min_free_bytes=retain.min_free_bytes)
+    return EventMediaOptions(Path(media["dir"]), retention, clips)
 
 
 def of(config: Any) -> AnalyticsConfig:
@@ -229,7 +235,7 @@ class AnalyticsSetup:
                 hook = dict(config.webhook)
                 self.publishers.append(WebhookPublisher(hook.pop("url"), **hook))
             if config.media is not None:
-                self.media = EventMedia(config.media, self._publish)
+                self.media = EventMedia(config.media, self._publish, self.state.recordings)
             if config.serve:
                 self.server = LiveServer(self.state, *config.serve, token=config.serve_token,
                                          snapshot_dir=config.media.folder if config.media else None)

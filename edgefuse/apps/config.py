@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from edgefuse.runtime import BACKENDS, DEFAULT_BACKENDS
 from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.overlay import FILL_ALPHA
 from edgefuse.vision.media.clips import ClipOptions
+from edgefuse.vision.media.retention import Retention
 from edgefuse.vision.streams.live_files import Rotation
 from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
@@ -73,6 +75,7 @@ class AppConfig:
     jsonl_rotate: Rotation | None = Rotation()  # live sources: the JSON Lines' rotation
     segment_s: float | None = 300.0  # live sources: --save video in segments of this length
     segment_keep: int | None = None  # live sources: video segments kept (null: all)
+    retain: Retention | None = None  # live sources: each output's retention (null: keep all)
     queue_size: int = 2
     in_flight: int | None = None  # live sources; null: from the measured stage times
     stop_timeout_s: float = STOP_TIMEOUT_S  # a stop drops frames in flight after this long
@@ -267,6 +270,51 @@ def _rotation(value: Any, key: str, where: str) -> Rotation:
                                                   low=0, integer=True)))
 
 
+# Sizes as systemd's (SystemMaxUse=500M): K, M, G, T are powers of 1024; ages as its time spans.
+_BYTE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_AGE_UNITS = {"": 1, "s": 1, "min": 60, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_QUANTITY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
+
+
+def _quantity(value: Any, key: str, where: str, units: dict[str, int], example: str) -> float:
+    """A number (bytes, seconds) or a string with a unit (``500M``, ``7d``), above 0."""
+    if isinstance(value, str):
+        match = _QUANTITY.fullmatch(value)
+        if match is None or match.group(2) not in units:
+            raise rec.bad(f"'{key}' must be a number or a number with one of the units "
+                          f"{', '.join(u for u in units if u)}, got {value!r}", where, _REF,
+                          hint=f"for example {key.rpartition('.')[2]}: {example}")
+        number = float(match.group(1)) * units[match.group(2)]
+    else:
+        number = float(rec.number(value, key, where, _REF, low=0))
+    if not 0 < number < math.inf:
+        raise rec.bad(f"'{key}' must be above 0 and finite, got {value!r}", where, _REF,
+                      hint=f"set {key}: null for no such limit")
+    return number
+
+
+def _retain(value: Any, key: str, where: str) -> Retention:
+    """``{max_bytes, max_age, min_free_bytes}``, each optional (null or left out: no limit)."""
+    if isinstance(value, Retention):
+        return value
+    data = _mapping(value, key, where)
+    rec.check_keys(data, ("max_bytes", "max_age", "min_free_bytes"), f"{where} '{key}'".strip(),
+                   _REF)
+    if not any(data.get(limit) is not None for limit in data):
+        raise rec.bad(f"'{key}' sets no limit", where, _REF,
+                      hint=f"give max_bytes, max_age or min_free_bytes, or set {key}: null")
+
+    def size(limit: str) -> int | None:
+        given = data.get(limit)
+        return None if given is None else int(_quantity(given, f"{key}.{limit}", where,
+                                                        _BYTE_UNITS, "2G"))
+
+    age = data.get("max_age")
+    return Retention(max_bytes=size("max_bytes"), min_free_bytes=size("min_free_bytes"),
+                     max_age_s=None if age is None else _quantity(age, f"{key}.max_age", where,
+                                                                  _AGE_UNITS, "7d"))
+
+
 def _finite(number: float, key: str, where: str) -> float:
     if not math.isfinite(number):
         raise rec.bad(f"'{key}' must be finite, got {number!r}", where, _REF)
@@ -318,6 +366,7 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "jsonl_rotate": _optional(_rotation),
     "segment_s": _optional(_above_zero),
     "segment_keep": _optional(_int(1)),
+    "retain": _optional(_retain),
     "queue_size": _int(1),
     "in_flight": _optional(_int(1)),
     "stop_timeout_s": _above_zero,

@@ -53,6 +53,7 @@ from edgefuse.vision.model.adapter import VisionModel
 from edgefuse.vision.serve.state import DEFAULT_STALL_S
 from edgefuse.vision.streams.batching import Batcher, describe_sizes, plan_batches
 from edgefuse.vision.streams.multi import MultiPipeline, MultiSummary, Stream
+from edgefuse.vision.streams.recording import Recording, Recordings
 from edgefuse.vision.streams.sinks import (
     ImageFolderSink,
     JsonlSink,
@@ -236,7 +237,7 @@ def open_streams(config: AppConfig, plans: list[StreamPlan], sources: dict[str, 
 def stream_sinks(config: AppConfig, plan: StreamPlan, source: Source,
                  extras: analytics.AnalyticsSetup, running: list[Any]) -> list[Sink]:
     """A stream's sinks; its source's down/up/lost states go to its JSON Lines and the events."""
-    sinks = make_sinks(config, plan, live=source.live)
+    sinks = make_sinks(config, plan, live=source.live, recordings=extras.state.recordings)
     journal = next((sink for sink in sinks if isinstance(sink, JsonlSink)), None)
     if journal is not None:
         extras.journals[plan.name] = journal
@@ -285,6 +286,9 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
         print(f"batches run: {describe_sizes(batcher.sizes)}")
     if extras.media is not None:
         print(extras.media.summary())
+    for state in extras.state.recordings.states():  # a live run's writes that failed
+        if state.errors:
+            print(state.summary())
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
                                             in sorted(extras.stream_events.items())))
@@ -338,19 +342,33 @@ def rehearse(task: VisionModel, *, draws: bool) -> dict[str, np.ndarray]:
     return feeds
 
 
-def make_sinks(config: AppConfig, plan: StreamPlan, *, live: bool = False) -> list[Sink]:
+def make_sinks(config: AppConfig, plan: StreamPlan, *, live: bool = False,
+               recordings: Recordings | None = None) -> list[Sink]:
     """The stream's sinks (``plan``'s paths, checked by ``plan_streams``); a live source's JSONL
     is appended as it goes (rotated) and its video cut into finished segments, a file source's
-    are renamed into place at the end."""
+    are renamed into place at the end. A live source's file sinks each get a ``Recording`` in
+    ``recordings``: a write that fails (a full disk) suspends it, the stream goes on."""
+
+    def recording(sink: str, folder: Path) -> Recording | None:
+        if not live or recordings is None:
+            return None
+        return recordings.add(plan.name, sink, folder)
+
     sinks: list[Sink] = []
     try:
         if plan.jsonl:
             sinks.append(JsonlSink(plan.jsonl, append=live, stream=plan.name,
-                                   rotate=config.jsonl_rotate if live else None))
-        if plan.save:
+                                   rotate=config.jsonl_rotate if live else None,
+                                   recording=recording("jsonl", Path(plan.jsonl).parent),
+                                   retain=config.retain if live else None))
+        if plan.save and Path(plan.save).suffix:
             sinks.append(VideoSink(plan.save, segment_s=config.segment_s if live else None,
-                                   keep=config.segment_keep)
-                         if Path(plan.save).suffix else ImageFolderSink(plan.save))
+                                   keep=config.segment_keep,
+                                   recording=recording("video", Path(plan.save).parent),
+                                   retain=config.retain if live else None))
+        elif plan.save:
+            sinks.append(ImageFolderSink(plan.save,
+                                         recording=recording("images", Path(plan.save))))
     except BaseException:
         for sink in sinks:
             sink.discard()

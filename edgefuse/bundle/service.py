@@ -30,6 +30,10 @@ VERBS = {"detection": "detect", "segmentation": "segment"}
 VERIFIER = "edgefuse-verify-installer"
 VERIFIER_PATH = f"/usr/local/sbin/{VERIFIER}"
 WATCHDOG_S = 30  # a pipeline with no finished frame for this long is restarted by systemd
+# A board's card is small (the Atlas 200I DK A2 boots from a 32-64 GB microSD, the OS takes ~10
+# GB): a service recording for weeks keeps each output within these unless the spec's app config
+# sets its own ``retain`` (null: keep everything). docs/service.md says what a day costs.
+SERVICE_RETAIN = {"max_bytes": "4G", "max_age": "7d", "min_free_bytes": "2G"}
 _DRIVER_LIBS = "/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/driver/lib64/common"
 
 
@@ -67,6 +71,8 @@ def app_config(spec: BuildSpec) -> str:
     base_file = APPS_DIR / kind / "config.yaml"
     base = yaml.safe_load(base_file.read_text(encoding="utf-8")) if base_file.is_file() else {}
     values: dict[str, Any] = {**(base or {}), **app["config"]}
+    if "retain" not in app["config"]:
+        values["retain"] = SERVICE_RETAIN
     values.update({
         "model": f"models/{app['model']}",
         "backend": list(app["backend"]),

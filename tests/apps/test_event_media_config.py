@@ -11,7 +11,7 @@ from edgefuse.apps import analytics
 from edgefuse.apps.config import DetectionConfig, from_mapping
 from edgefuse.errors import InputError
 from edgefuse.vision.media.clips import ClipOptions
-from edgefuse.vision.media.retention import Retention
+from edgefuse.vision.media.retention import EVENT_MEDIA, Retention
 from tests.needs import optional
 
 pytestmark = pytest.mark.unit
@@ -19,10 +19,10 @@ pytestmark = pytest.mark.unit
 
 def test_a_folder_alone_or_with_limits():
     assert analytics.check_event_media("out/events", "event_media", "cfg.yaml") == {
-        "dir": "out/events", "retention": Retention()}
+        "dir": "out/events", "retention": EVENT_MEDIA}
     checked = analytics.check_event_media({"dir": "out", "max_age_h": 24, "max_mb": None},
                                           "event_media", "cfg.yaml")
-    assert checked["retention"] == Retention(max_age_h=24.0, max_mb=None)
+    assert checked["retention"] == Retention(max_age_s=24 * 3600.0)
 
 
 def test_clips_take_seconds_and_need_the_folder():

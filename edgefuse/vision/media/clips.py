@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,9 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from edgefuse._files import WriteFailedError
 from edgefuse.vision.media.h264 import KEYFRAME_S, H264Encoder, Mp4File
 from edgefuse.vision.media.ring import PacketRing
 from edgefuse.vision.streams.frames import FrameResult, media_time
+from edgefuse.vision.streams.recording import Recording
 from edgefuse.vision.streams.sinks import Describe, Sink
 
 log = logging.getLogger(__name__)
@@ -68,8 +71,10 @@ class ClipRecorder(Sink):
     needs_image = True  # clips show the annotated frames
 
     def __init__(self, options: ClipOptions, *,
-                 on_clip: Callable[[dict[str, Any], Path], None] | None = None) -> None:
+                 on_clip: Callable[[dict[str, Any], Path], None] | None = None,
+                 recording: Recording | None = None) -> None:
         self.options = options
+        self.recording = recording  # a clip not written counts there (/metrics)
         self.ring = PacketRing(options.pre_s)
         self.on_clip = on_clip or (lambda event, path: None)
         self.written: list[Path] = []
@@ -172,9 +177,17 @@ class ClipRecorder(Sink):
             self._failed(clip)
             return
         self.written.append(clip.path)
+        if self.recording is not None:
+            self.recording.succeeded()
         log.info("event clip %s (%d frames)", clip.path, clip.frames)
         self.on_clip(clip.event, clip.path)
 
     def _failed(self, clip: _Clip) -> None:
+        """In an ``except`` block: counts and logs the clip that failed, and tells the
+        recording when it was the disk (the next clip written resumes it)."""
         self.failed += 1
+        error = sys.exc_info()[1]
+        if self.recording is not None and isinstance(error, (OSError, WriteFailedError)):
+            self.recording.failed(error if isinstance(error, WriteFailedError)
+                                  else WriteFailedError(clip.path, error))
         log.exception("event clip %s could not be written; nothing was kept", clip.path)

@@ -30,13 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edgefuse._files import cannot_write, check_folder_writable
+from edgefuse._files import WriteFailedError, cannot_write, check_folder_writable
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.media.clips import ClipOptions, ClipRecorder
 from edgefuse.vision.media.h264 import h264_available
-from edgefuse.vision.media.retention import RetainedFolder, Retention
+from edgefuse.vision.media.retention import EVENT_MEDIA, RetainedFolder, Retention
 from edgefuse.vision.media.snapshots import media_stem, write_snapshot
 from edgefuse.vision.streams.frames import Frame, media_time
+from edgefuse.vision.streams.recording import Recordings
 from edgefuse.vision.streams.staging import free_name, remove_leftovers
 
 log = logging.getLogger(__name__)
@@ -50,14 +51,15 @@ class EventMediaOptions:
     """Where snapshots (and clips) go and how long they stay; ``clips`` None: snapshots only."""
 
     folder: Path
-    retention: Retention = Retention()
+    retention: Retention = EVENT_MEDIA
     clips: ClipOptions | None = None
 
 
 class EventMedia:
     """The run's event media folder; ``stream(name)`` gives each stream its own recorder."""
 
-    def __init__(self, options: EventMediaOptions, publish: Publish) -> None:
+    def __init__(self, options: EventMediaOptions, publish: Publish,
+                 recordings: Recordings | None = None) -> None:
         if options.clips is not None and not h264_available():
             raise InputError("event clips need PyAV (H.264), which is not installed",
                              hint="pip install 'edgefuse[vision]', or remove 'clips:'",
@@ -76,6 +78,7 @@ class EventMedia:
         self.retained = RetainedFolder(self.folder, options.retention)
         self.retained.enforce()
         self._publish = publish
+        self.recordings = recordings  # each stream's snapshots and clips: /healthz, /metrics
         self.streams: dict[str, StreamMedia] = {}
 
     def stream(self, name: str) -> StreamMedia:
@@ -134,8 +137,12 @@ class StreamMedia:
         remove_leftovers(self.folder, ".+", ".tmp", "event snapshot")
         remove_leftovers(self.folder, ".+", ".mp4", "event clip")
         clips = media.options.clips
-        self.recorder = (ClipRecorder(clips, on_clip=media.clip_ready)
-                         if clips is not None else None)
+        recordings = media.recordings
+        self.recording = (recordings.add(stream, "snapshots", media.folder)
+                          if recordings is not None else None)
+        self.recorder = (ClipRecorder(clips, on_clip=media.clip_ready, recording=(
+            recordings.add(stream, "clips", media.folder) if recordings is not None else None))
+            if clips is not None else None)
         self.snapshots = 0
         self.failed = 0
 
@@ -149,11 +156,16 @@ class StreamMedia:
             try:
                 path = write_snapshot(self.folder, event, frame.image,
                                       boxes.get(int(event.get("track_id", -1))))
-            except OSError:
+            except (OSError, WriteFailedError) as exc:
                 self.failed += 1
+                if self.recording is not None:
+                    self.recording.failed(exc if isinstance(exc, WriteFailedError)
+                                          else WriteFailedError(self.folder, exc))
                 log.exception("event snapshot for %s could not be written", event["type"])
             else:
                 self.snapshots += 1
+                if self.recording is not None:
+                    self.recording.succeeded()
                 if path not in self.media.retained.add(path):  # not deleted at once (max_mb)
                     event["snapshot"] = self.media.relative(path)
             if self.recorder is not None:

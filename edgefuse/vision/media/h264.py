@@ -141,6 +141,7 @@ class Mp4File:
             raise
         self._packet = av.Packet
         self._origin: int | None = None
+        self._finished = False
         self.packets = 0
 
     def write(self, packets: Iterable[Any], *, copy: bool = False) -> None:
@@ -165,16 +166,25 @@ class Mp4File:
         twin.is_keyframe = packet.is_keyframe
         return twin
 
-    def commit(self) -> None:
-        """Finish the file (index at the front) and rename it into place."""
+    def finish(self) -> None:
+        """Write the index (moved to the front: the file is rewritten once) and close the
+        container, without renaming; a failure removes the file and raises."""
+        if self._finished:
+            return
+        self._finished = True
         try:
             self._container.close()
         except BaseException:
             self._file.discard()
             raise
+
+    def commit(self) -> None:
+        """``finish``, then rename the file into place (``Staged.commit`` checks it)."""
+        self.finish()
         self._file.commit()
 
     def discard(self) -> None:
+        self._finished = True
         try:
             self._container.close()
         except Exception:  # noqa: BLE001 - the file is removed whatever its container says

@@ -12,7 +12,9 @@ once, with the install that fixes it. ``.avi`` is always Motion JPEG through Ope
 is a hack players disagree on).
 
 Either way the file is written under a temporary name and renamed into place when closed with
-frames in it; a run that wrote none, or failed while writing, leaves nothing.
+frames in it; a run that wrote none, or failed while writing, leaves nothing. Every failure to
+write (PyAV's errors carry the errno; OpenCV's writer only returns False, and its finished file
+is opened again and its frames counted) is a ``WriteFailedError`` naming the file.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from edgefuse._cv import cv2
-from edgefuse._files import check_folder_writable, check_output_path
+from edgefuse._files import WriteFailedError, check_folder_writable, check_output_path
 from edgefuse.errors import InputError, Ref
 from edgefuse.vision.media.h264 import CONTAINERS, H264Encoder, Mp4File, h264_available
 from edgefuse.vision.streams.staging import Staged
@@ -80,26 +82,48 @@ class VideoFile:
     def write(self, image: np.ndarray, at: float | None = None) -> None:
         """Add ``image`` (BGR uint8), shown at ``at`` seconds (any origin, increasing; None:
         one frame period after the last)."""
-        if self._writer is None:
-            self._size = (image.shape[1], image.shape[0])
-            fps = self.fps or DEFAULT_FPS
-            self._writer = (_H264Writer(self.path, self._size, fps) if self.h264
-                            else _OpenCvWriter(self.path, self._size, fps))
-        if (image.shape[1], image.shape[0]) != self._size:
-            image = cv2().resize(image, self._size, interpolation=cv2().INTER_AREA)
-        self._writer.write(image, self.frames / (self.fps or DEFAULT_FPS) if at is None else at)
+        try:
+            if self._writer is None:
+                self._size = (image.shape[1], image.shape[0])
+                fps = self.fps or DEFAULT_FPS
+                self._writer = (_H264Writer(self.path, self._size, fps) if self.h264
+                                else _OpenCvWriter(self.path, self._size, fps))
+            if (image.shape[1], image.shape[0]) != self._size:
+                image = cv2().resize(image, self._size, interpolation=cv2().INTER_AREA)
+            self._writer.write(image,
+                               self.frames / (self.fps or DEFAULT_FPS) if at is None else at)
+        except OSError as exc:
+            raise WriteFailedError(self.path, exc) from exc
         self.frames += 1
+
+    def finish(self) -> None:
+        """Everything encoded and written to the temporary file, checked, not yet renamed: the
+        failure of a full disk at the very end is raised here (nothing is left then)."""
+        if self._writer is not None and not self._closed:
+            try:
+                self._writer.flush()
+            except (OSError, WriteFailedError) as exc:
+                self._closed = True
+                self._writer.finish(keep=False, quiet=True)
+                if isinstance(exc, WriteFailedError):
+                    raise
+                raise WriteFailedError(self.path, exc) from exc
 
     def close(self) -> None:
         """Finish and rename into place; with no frame written, nothing is left. A failure of
-        the encoder (a full disk) is raised here if no ``write`` raised it yet."""
+        the encoder (a full disk) is raised here if no ``write`` raised it yet, and the
+        temporary file is removed."""
         if self._closed:
             return
+        self.finish()
         self._closed = True
         if self._writer is None:
             log.warning("no frame reached %s; nothing written", self.path)
             return
-        self._writer.finish(keep=self.frames > 0)
+        try:
+            self._writer.finish(keep=self.frames > 0)
+        except OSError as exc:
+            raise WriteFailedError(self.path, exc) from exc
 
     def discard(self) -> None:
         """End without keeping anything."""
@@ -107,14 +131,20 @@ class VideoFile:
             return
         self._closed = True
         if self._writer is not None:
-            self._writer.finish(keep=False)
+            self._writer.finish(keep=False, quiet=True)
 
 
 class _Writer:
+    """``write`` per frame, ``flush`` (all into the temporary file, raising what failed), then
+    ``finish`` once (renamed with ``keep``, else removed; ``quiet``: raising nothing)."""
+
     def write(self, image: np.ndarray, at: float) -> None:
         raise NotImplementedError
 
-    def finish(self, *, keep: bool) -> None:
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def finish(self, *, keep: bool, quiet: bool = False) -> None:
         raise NotImplementedError
 
 
@@ -136,15 +166,31 @@ class _H264Writer(_Writer):
             raise self._error
         self._queue.put((image, at))
 
-    def finish(self, *, keep: bool) -> None:
-        self._queue.put(_END)
-        self._thread.join()
+    def flush(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(_END)
+            self._thread.join()
+        if self._error is None:
+            try:
+                self._file.finish()
+            except BaseException as exc:  # noqa: BLE001 - raised below, as the encoder's are
+                self._error = exc
+        if self._error is not None and not self._reported:
+            self._reported = True
+            raise self._error
+
+    def finish(self, *, keep: bool, quiet: bool = False) -> None:
+        try:
+            self.flush()
+        except BaseException:
+            self._file.discard()
+            if not quiet:
+                raise
+            return
         if keep and self._error is None:
             self._file.commit()
             return
         self._file.discard()
-        if self._error is not None and not self._reported:
-            raise self._error
 
     def _run(self) -> None:
         ended = False
@@ -169,12 +215,38 @@ class _OpenCvWriter(_Writer):
             self._file.discard()
             raise InputError(f"OpenCV cannot write {codec} video to '{path}'",
                              reference=Ref.BAD_OUTPUT_PATH)
+        self._frames = 0
+        self._released = False
 
     def write(self, image: np.ndarray, at: float) -> None:
-        self._writer.write(np.ascontiguousarray(image))
+        # OpenCV's FFmpeg writer says no more than False (4.x; None before: unchecked then)
+        if self._writer.write(np.ascontiguousarray(image)) is False:
+            raise WriteFailedError(self._file.path, what=f"OpenCV's video writer refused frame "
+                                                         f"{self._frames}")
+        self._frames += 1
 
-    def finish(self, *, keep: bool) -> None:
+    def flush(self) -> None:
+        if self._released:
+            return
+        self._released = True
         self._writer.release()
+        capture = cv2().VideoCapture(str(self._file.tmp))
+        try:
+            found = int(capture.get(cv2().CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
+        finally:
+            capture.release()
+        if found != self._frames:
+            raise WriteFailedError(self._file.path, what=f"the finished file holds {found} of "
+                                                         f"the {self._frames} frames written")
+
+    def finish(self, *, keep: bool, quiet: bool = False) -> None:
+        try:
+            self.flush()
+        except WriteFailedError:
+            self._file.discard()
+            if not quiet:
+                raise
+            return
         if keep:
             self._file.commit()
         else:

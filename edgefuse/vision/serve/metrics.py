@@ -11,6 +11,11 @@ pattern), ``edgefuse_line_crossings_total
 are the ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot
 disagree. A stream that ended or was lost has ``edgefuse_stream_up 0`` and no ``edgefuse_fps`` or
 latency series (its last rate would read as a rate it still has); its counters stay.
+
+The live file sinks (``LiveState.recordings``): ``edgefuse_sink_errors_total{stream,sink,reason}``
+(writes that failed: ``disk-full`` or the errno's name), ``edgefuse_sink_recording{stream,sink}``
+(0 while a failed write keeps it stopped), ``edgefuse_disk_free_bytes{path}`` (each folder they
+write in, asked at scrape time).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from edgefuse._deps import require
 from edgefuse.vision.serve.state import STATES, LiveState
+from edgefuse.vision.streams.recording import Recordings
 
 
 def registry_for(state: LiveState) -> Any:
@@ -31,6 +37,7 @@ def registry_for(state: LiveState) -> Any:
     class _Collector:
         def collect(self) -> Iterator[Any]:
             yield from _families(core, state.snapshot())
+            yield from _recording_families(core, state.recordings)
 
     registry.register(_Collector())
     return registry
@@ -89,3 +96,22 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
                 entries.add_metric([name, zone, cls], count)
     yield from (frames, fps, latency, dropped, reconnects, drops, decode_errors, up, states,
                 crossings, occupancy, entries)
+
+
+def _recording_families(core: Any, recordings: Recordings) -> Iterator[Any]:
+    errors = core.CounterMetricFamily("edgefuse_sink_errors", "writes of a live sink that "
+                                      "failed, by reason (disk-full or the errno's name)",
+                                      labels=["stream", "sink", "reason"])
+    recording = core.GaugeMetricFamily("edgefuse_sink_recording", "1 while a live sink records, "
+                                       "0 while a failed write keeps it stopped",
+                                       labels=["stream", "sink"])
+    free = core.GaugeMetricFamily("edgefuse_disk_free_bytes", "bytes free for the app in a "
+                                  "folder a live sink writes in (df's Avail)", labels=["path"])
+    for state in recordings.states():
+        recording.add_metric([state.stream, state.sink], 1.0 if state.recording else 0.0)
+        for reason, count in state.errors.items():
+            errors.add_metric([state.stream, state.sink, reason], count)
+    for path, available in recordings.free_bytes().items():
+        if available >= 0:
+            free.add_metric([path], available)
+    yield from (errors, recording, free)

@@ -16,7 +16,9 @@ Why a thread with its own event loop: the pipeline is threads and blocking calls
 many slow MJPEG clients from one thread without touching them. Access: no login on the loopback
 address (the default, 127.0.0.1); bound anywhere else a token is required (``?token=`` or
 ``Authorization: Bearer``) and refused when missing, except ``/healthz``, which says no more
-than whether streams stall. A port in use is a clear error before the first frame.
+than whether streams stall and whether the live file sinks record (``recording``: each one's
+``recording`` or the reason a failed write stopped it; still 200). A port in use is a clear
+error before the first frame.
 
 ``/api/events?after=SEQ`` gives the latest events as the analytics emitted them (whatever their
 fields), each with its ``seq``; an event whose ``snapshot`` or ``clip`` is a file inside the app's
@@ -215,9 +217,12 @@ class LiveServer:
 
     async def _healthz(self, request):
         health = self.state.health()
+        body: dict[str, Any] = {"ok": health.ok, "stalled": health.stalled}
+        recording = self.state.recording()
+        if recording:  # a live run's file sinks: "recording", or why a failed write stopped it
+            body["recording"] = recording
         return self.web.Response(status=200 if health.ok else 503,
-                                 content_type="application/json",
-                                 text=json.dumps({"ok": health.ok, "stalled": health.stalled}))
+                                 content_type="application/json", text=json.dumps(body))
 
     async def _frames(self, request):
         web = self.web

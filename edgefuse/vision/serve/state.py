@@ -17,6 +17,10 @@ A stream's state, in the order it is decided:
 - ``starting``: no frame yet, for less than ``stall_s``;
 - ``live``: frames flow.
 The process is healthy while no stream is lost, reconnecting or stalled.
+
+A live sink whose recording stopped on a failed write (a full disk: ``recordings``) does not
+make the process unhealthy: inference, tracking and events go on, and a restart frees no space.
+``/healthz`` names it (``recording``), ``/metrics`` counts it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from edgefuse.vision.streams.recording import Recordings
 
 DEFAULT_STALL_S = 10.0
 EVENTS_KEPT = 100  # the latest events /api/events can return
@@ -66,6 +72,7 @@ class LiveState:
                  events_kept: int = EVENTS_KEPT) -> None:
         if len(set(streams)) != len(streams):
             raise ValueError(f"stream names repeat: {streams}")
+        self.recordings = Recordings()  # the live sinks' write states (recording.py)
         self._views = {name: StreamView(name) for name in streams}
         self._changed = threading.Condition()
         self.stall_s, self._clock = stall_s, clock
@@ -159,6 +166,12 @@ class LiveState:
             states = {name: self._state(view, now) for name, view in self._views.items()}
         stalled = [name for name, state in states.items() if state in UNHEALTHY]
         return Health(not stalled, stalled, states)
+
+    def recording(self) -> dict[str, str]:
+        """Each live file sink's recording state (``stream/sink``: ``recording`` or the reason
+        it stopped), as ``/healthz`` shows it (no path: ``/healthz`` needs no token)."""
+        return {f"{s.stream}/{s.sink}": "recording" if s.recording else s.reason
+                for s in self.recordings.states()}
 
     def healthy(self) -> bool:
         return self.health().ok

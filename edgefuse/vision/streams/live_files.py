@@ -23,6 +23,10 @@ the newest. The sequence number (one more than the highest in the folder, so it 
 restarts) orders the segments and keeps their names apart; the UTC time is only there for a
 reader. A segment's length is measured on the frames' monotonic capture clock, so a step does not
 cut a segment at once (forward) or keep one open for an hour (back).
+
+Both take a ``Retention`` (``retain``: age, total bytes, the disk's free space), applied to the
+rotated ``.N`` files and to the finished segments (never the file being written), oldest first,
+after each rotation and as each segment starts and ends (``edgefuse.vision.media.retention``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ import re
 import time
 from pathlib import Path
 
-from edgefuse._files import FILE_MODE, check_output_path
+from edgefuse._files import FILE_MODE, WriteFailedError, check_output_path
+from edgefuse.vision.media.retention import RetainedFolder, Retention
 from edgefuse.vision.streams.staging import free_name, keep_whole_lines, remove_leftovers
 
 log = logging.getLogger(__name__)
@@ -53,10 +58,17 @@ class Rotation:
 
 
 class AppendedLines:
-    """Lines appended to ``path`` (see the module docstring)."""
+    """Lines appended to ``path`` (see the module docstring); errors name ``target`` (the file a
+    staged ``path`` becomes), else ``path``."""
 
-    def __init__(self, path: str | os.PathLike[str], rotate: Rotation | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], rotate: Rotation | None = None, *,
+                 target: str | os.PathLike[str] | None = None,
+                 retain: Retention | None = None) -> None:
         self.path = Path(path)
+        self.target = Path(target or path)
+        self.retained = None if retain is None or rotate is None else RetainedFolder(
+            self.path.parent, retain, names=re.compile(re.escape(self.path.name) + r"\.\d+"),
+            pattern="*", what="rotated JSON Lines")
         check_output_path(self.path)
         self.rotate = rotate
         if self.path.is_file():
@@ -70,21 +82,38 @@ class AppendedLines:
 
     def _open(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-        self._size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self._fd).st_size
 
     def write(self, line: str) -> None:
+        """Append ``line`` whole, or raise ``WriteFailedError`` with the file as it was before
+        (a line cut by a full disk is cut off again: a reader never sees half a record)."""
         data = line.encode("utf-8")
-        if (self.rotate is not None and self._size
-                and self._size + len(data) > self.rotate.max_mb * 1e6):
-            self._rotate()
-        written = os.write(self._fd, data)
-        while written < len(data):  # a regular file takes it whole; a pipe or FIFO may not
-            written += os.write(self._fd, data[written:])
-        self._size += len(data)
-        now = time.monotonic()
-        if now - self._synced >= SYNC_S:
-            os.fsync(self._fd)
-            self._synced = now
+        try:
+            if self._fd is None:  # a rotation that failed half-way: open again
+                self._open()
+            if (self.rotate is not None and self.size
+                    and self.size + len(data) > self.rotate.max_mb * 1e6):
+                self._rotate()
+            written = os.write(self._fd, data)
+            while written < len(data):  # a full disk takes part; a pipe or FIFO may too
+                written += os.write(self._fd, data[written:])
+            self.size += len(data)
+            now = time.monotonic()
+            if now - self._synced >= SYNC_S:
+                os.fsync(self._fd)
+                self._synced = now
+        except OSError as exc:
+            self._cut_back()
+            raise WriteFailedError(self.target, exc) from exc
+
+    def _cut_back(self) -> None:
+        """Remove what a failed write left past the last whole line."""
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, self.size)
+        except OSError:  # the file is still cut; its next opening removes the cut line
+            log.warning("%s: could not remove a line cut by a failed write", self.path)
 
     def close(self) -> None:
         if self._fd is None:
@@ -92,6 +121,8 @@ class AppendedLines:
         fd, self._fd = self._fd, None
         try:
             os.fsync(fd)
+        except OSError as exc:
+            raise WriteFailedError(self.target, exc) from exc
         finally:
             os.close(fd)
 
@@ -110,6 +141,9 @@ class AppendedLines:
             self.path.unlink()
         log.info("%s reached %g MB: rotated", self.path, self.rotate.max_mb)
         self._open()
+        if self.retained is not None:  # the .N files were renamed: list them again
+            self.retained.rescan()
+            self.retained.enforce()
 
 
 class VideoSegments:
@@ -120,7 +154,8 @@ class VideoSegments:
     """
 
     def __init__(self, path: str | os.PathLike[str], open_segment, *, segment_s: float,
-                 keep: int | None = None, fps: float | None = None) -> None:
+                 keep: int | None = None, fps: float | None = None,
+                 retain: Retention | None = None) -> None:
         self.path = Path(path)
         check_output_path(self.path)
         self.segment_s = segment_s
@@ -133,6 +168,9 @@ class VideoSegments:
         remove_leftovers(self.path.parent, self._segment_names(), self.path.suffix.lower(),
                          "video segment")
         self._sequence = max((number for number, _ in self._existing()), default=0) + 1
+        self.retained = None if retain is None else RetainedFolder(
+            self.path.parent, retain, names=re.compile(self._segment_names()), pattern="*",
+            what="video segments")
 
     def write(self, image, at: float, media: float | None = None,
               mono: float | None = None) -> None:
@@ -143,6 +181,8 @@ class VideoSegments:
         if self._current is not None and mono - self._started >= self.segment_s:
             self._finish()
         if self._current is None:
+            if self.retained is not None:  # room for the segment about to start
+                self.retained.enforce()
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(max(at, 0.0)))
             name = free_name(self.path.with_name(
                 f"{self.path.stem}-{self._sequence:06d}-{stamp}{self.path.suffix}"))
@@ -150,7 +190,12 @@ class VideoSegments:
             self._current = self._open_segment(name, self.fps)
             self._current_path = name
             self._started = mono
-        self._current.write(image, media)
+        try:
+            self._current.write(image, media)
+        except BaseException:  # a full disk: this segment is lost whole, the next starts anew
+            current, self._current = self._current, None
+            current.discard()
+            raise
 
     def close(self) -> None:
         if self._current is not None:
@@ -158,10 +203,12 @@ class VideoSegments:
 
     def _finish(self) -> None:
         current, self._current = self._current, None
-        current.close()
+        current.close()  # a failure removes the segment and raises
         if current.frames:
             self.finished.append(self._current_path)
             log.info("video segment %s finished (%d frames)", self._current_path, current.frames)
+            if self.retained is not None:
+                self.retained.add(self._current_path)
         if self.keep is not None:
             segments = [path for _, path in sorted(self._existing())]
             for old in segments[:max(len(segments) - self.keep, 0)]:

@@ -18,6 +18,11 @@ Shutdown, every way out ends with every thread joined, every sink closed and a s
   still closed, so what is complete is committed); frames in flight that are not finished
   within ``stop_timeout_s`` are aborted the same way, so a stop takes a bounded time;
 - a stage raises: every stage stops at its next queue operation and ``run`` raises that error;
+  the sinks discard what they staged, so a failed run leaves no output that looks finished (a
+  live source's finished segments and appended lines stay: they are whole);
+- otherwise every sink first ``finish``-es (flushes and checks its temporary file), and only
+  when all succeeded are they closed (renamed into place): a full disk at the very end fails the
+  run and discards every output, rather than leaving the JSON Lines without their video;
 - a sink raises ``SinkClosed``: reading stops, the frames in flight are discarded.
 Every queue operation waits with a timeout and checks the abort flag, so no thread can hang on a
 queue. The thread calling ``run`` waits on one completion event per stage thread, set in the
@@ -419,21 +424,30 @@ class Pipeline:
         return None
 
     def _shutdown(self, *, close_sinks: bool) -> None:
-        """Close the source and every sink once (a run that failed before any frame reached the
-        sinks discards them: no empty output); a Ctrl-C here is one more interrupt, never a
-        reason to leave a sink unclosed."""
+        """Close the source and every sink once: ``finish`` all, then ``close`` all, or
+        ``discard`` all when the run or a ``finish`` failed (the module docstring); a Ctrl-C
+        here is one more interrupt, never a reason to leave a sink unclosed."""
         self.stats.finish()
-        errors = []
-        nothing_written = self._error is not None and self.stats.frames_done == 0
-        ends = [sink.discard if nothing_written else sink.close for sink in self.sinks]
-        for close in [self.source.close, *(ends if close_sinks else [])]:
-            try:
-                close()
-            except KeyboardInterrupt:
-                self._interrupts.append("interrupted")
-            except Exception as exc:  # noqa: BLE001 - every sink gets its close; reported below
-                errors.append(exc)
-        if not close_sinks and self.sinks:
+        errors: list[BaseException] = []
+        self._call(self.source.close, errors)
+        if close_sinks:
+            unfinished: list[BaseException] = []
+            if self._error is None:
+                for sink in self.sinks:
+                    self._call(sink.finish, unfinished)
+            errors += unfinished
+            failed = self._error is not None or bool(unfinished)
+            for sink in self.sinks:
+                self._call(sink.discard if failed else sink.close, errors)
+        elif self.sinks:
             log.error("the sink thread is still busy: the outputs were left unfinished")
         if errors and self._error is None:
             self._error = errors[0]
+
+    def _call(self, end: Callable[[], None], errors: list[BaseException]) -> None:
+        try:
+            end()
+        except KeyboardInterrupt:
+            self._interrupts.append("interrupted")
+        except Exception as exc:  # noqa: BLE001 - every sink gets its end; reported by run
+            errors.append(exc)

@@ -2,12 +2,12 @@
 
 Why files appear only when complete: for a file source, a video or JSON Lines file is written
 under a temporary name next to its target and renamed into place when the sink closes (the
-pipeline closes every sink on every way out: end of stream, Ctrl-C, SIGTERM, a failing stage),
-so a reader never sees a file that is still growing or was cut by a crash. Images are written
-one by one the same way. A live source never ends, so there the JSON Lines are appended record
-by record (``append=True``, with rotation) and the video is cut into finished segments
-(``segment_s``): see ``live_files.py``. Temporaries an earlier, crashed run left behind are
-recovered or removed when a sink opens (``staging.py``).
+pipeline ends every sink on every way out: end of stream, Ctrl-C, SIGTERM; a failing stage
+discards instead, see below), so a reader never sees a file that is still growing or was cut by
+a crash. Images are written one by one the same way. A live source never ends, so there the
+JSON Lines are appended record by record (``append=True``, with rotation) and the video is cut
+into finished segments (``segment_s``): see ``live_files.py``. Temporaries an earlier, crashed
+run left behind are recovered or removed when a sink opens (``staging.py``).
 
 The JSON Lines record, one per frame (``FRAME_SCHEMA`` names the keys every record has; the
 JSON Schema of every key, ``RECORD_SCHEMA``, ships as ``frame_record.schema.json`` and
@@ -31,6 +31,15 @@ given its ``fps``); null for live sources and images, which have none. ``size`` 
 
 A sink that cannot take more frames (the window was closed, the callback returned False) raises
 ``SinkClosed``; the pipeline then stops reading and shuts down cleanly.
+
+Why every write is checked: a full card must never end in ``wrote out.mp4`` and a file with no
+playable frame. Each write, ``fsync``, rename and the final size (``Staged.commit``) is checked,
+and a failure is a ``WriteFailedError`` naming the file (``error[disk-full]``, or
+``error[write-failed]`` with the errno). A file source's run then fails (exit 2) and the
+pipeline discards every staged output: nothing that looks finished is left, and ``finish``
+(the flush before any rename) makes a failure at the very end discard them all too. A live
+source's sinks take a ``Recording`` instead (``recording.py``): their recording stops and
+resumes, the stream goes on.
 """
 
 from __future__ import annotations
@@ -49,11 +58,13 @@ from typing import Any
 import numpy as np
 
 from edgefuse._cv import cv2
-from edgefuse._files import cannot_write, check_folder_writable
+from edgefuse._files import WriteFailedError, cannot_write, check_folder_writable
 from edgefuse.errors import InputError, Ref
+from edgefuse.vision.media.retention import Retention
 from edgefuse.vision.media.video_file import DEFAULT_FPS, VideoFile, check_video_suffix
 from edgefuse.vision.streams.frames import FrameResult, media_time
 from edgefuse.vision.streams.live_files import AppendedLines, Rotation, VideoSegments
+from edgefuse.vision.streams.recording import Recording
 from edgefuse.vision.streams.staging import Staged, recover_jsonl_leftovers, remove_leftovers
 
 log = logging.getLogger(__name__)
@@ -71,12 +82,17 @@ class Sink:
     """Base: ``start`` once before the first frame, ``write`` per frame, ``close`` once."""
 
     needs_image = False  # whether write() wants the annotated frame
+    recording: Recording | None = None  # a live source's file sink: failed writes suspend it
 
     def start(self, *, fps: float | None, describe: Describe) -> None:
         """The source's frame rate (None: unknown) and the task's result -> JSON fields."""
 
     def write(self, result: FrameResult, image: np.ndarray | None) -> None:
         raise NotImplementedError
+
+    def finish(self) -> None:
+        """Flush what is held to the (temporary) output and check it, before any sink of the
+        run renames: a failure here makes the run discard every output, not keep some."""
 
     def close(self) -> None:
         """Finish the output; called once, whatever happened."""
@@ -113,15 +129,17 @@ class JsonlSink(Sink):
     record that is no frame (a stream event), from any thread."""
 
     def __init__(self, path: str | os.PathLike[str], *, append: bool = False,
-                 rotate: Rotation | None = None, stream: str | None = None) -> None:
+                 rotate: Rotation | None = None, stream: str | None = None,
+                 recording: Recording | None = None, retain: Retention | None = None) -> None:
         path = Path(path)
+        self.recording = recording
         recover_jsonl_leftovers(path)
         self._file: Staged | None = None
         if append:
-            self._lines = AppendedLines(path, rotate)
+            self._lines = AppendedLines(path, rotate, retain=retain)
         else:
             self._file = Staged(path, ".tmp")
-            self._lines = AppendedLines(self._file.tmp)
+            self._lines = AppendedLines(self._file.tmp, target=path)
         self._describe: Describe = lambda _: {}
         self._stream = stream
         self._lock = threading.Lock()  # frames from the sink thread, notes from a source's
@@ -141,9 +159,18 @@ class JsonlSink(Sink):
         self._append(record)
 
     def _append(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record) + "\n"
         with self._lock:
-            if not self._closed:
-                self._lines.write(json.dumps(record) + "\n")
+            if self._closed:
+                return
+            if self.recording is None:
+                self._lines.write(line)
+            else:
+                self.recording.guard(lambda: self._lines.write(line))
+
+    def finish(self) -> None:
+        with self._lock:
+            self._lines.close()
 
     def close(self) -> None:
         self._end(keep=True)
@@ -157,9 +184,16 @@ class JsonlSink(Sink):
             if self._closed:
                 return
             self._closed = True
-        self._lines.close()
+        try:
+            self._lines.close()
+        except WriteFailedError:
+            if self._file is not None:
+                self._file.discard()
+            if self.recording is None:
+                raise
+            return
         if self._file is not None and keep:
-            self._file.commit()
+            self._file.commit(size=self._lines.size)
         elif self._file is not None:
             self._file.discard()
 
@@ -173,8 +207,10 @@ class VideoSink(Sink):
     needs_image = True
 
     def __init__(self, path: str | os.PathLike[str], *, fps: float | None = None,
-                 segment_s: float | None = None, keep: int | None = None) -> None:
+                 segment_s: float | None = None, keep: int | None = None,
+                 recording: Recording | None = None, retain: Retention | None = None) -> None:
         path = Path(path)
+        self.recording = recording
         self._video: VideoFile | None = None
         self._segments: VideoSegments | None = None
         if segment_s is None:
@@ -183,7 +219,8 @@ class VideoSink(Sink):
         else:
             check_video_suffix(path)
             self._segments = VideoSegments(path, lambda name, rate: VideoFile(name, fps=rate),
-                                           segment_s=segment_s, keep=keep, fps=fps)
+                                           segment_s=segment_s, keep=keep, fps=fps,
+                                           retain=retain)
 
     def start(self, *, fps: float | None, describe: Describe) -> None:
         target = self._video or self._segments
@@ -193,18 +230,31 @@ class VideoSink(Sink):
         if image is None:
             return
         if self._segments is not None:
-            self._segments.write(image, result.frame.time, media_time(result.frame),
-                                 mono=result.frame.clock)
+            def write() -> None:
+                self._segments.write(image, result.frame.time, media_time(result.frame),
+                                     mono=result.frame.clock)
         else:  # a whole file: its source's own timestamps, else the source's frame rate
-            self._video.write(image, result.frame.pts)
+            def write() -> None:
+                self._video.write(image, result.frame.pts)
+        if self.recording is None:
+            write()
+        else:
+            self.recording.guard(write)
 
     @property
     def segments(self) -> list[Path]:
         """The finished segments, oldest first (empty without ``segment_s``)."""
         return [] if self._segments is None else list(self._segments.finished)
 
+    def finish(self) -> None:
+        if self._video is not None:
+            self._video.finish()
+
     def close(self) -> None:
-        (self._video or self._segments).close()
+        if self.recording is None:
+            (self._video or self._segments).close()
+        else:
+            self.recording.guard((self._video or self._segments).close)
 
     def discard(self) -> None:
         if self._video is not None:
@@ -218,8 +268,10 @@ class ImageFolderSink(Sink):
 
     needs_image = True
 
-    def __init__(self, folder: str | os.PathLike[str], *, suffix: str = ".jpg") -> None:
+    def __init__(self, folder: str | os.PathLike[str], *, suffix: str = ".jpg",
+                 recording: Recording | None = None) -> None:
         self.folder = Path(folder)
+        self.recording = recording
         if self.folder.exists() and not self.folder.is_dir():
             raise InputError(f"'{self.folder}' exists and is not a folder",
                              reference=Ref.BAD_OUTPUT_PATH)
@@ -244,12 +296,25 @@ class ImageFolderSink(Sink):
         if not ok:
             raise InputError(f"OpenCV cannot encode {self._suffix} images",
                              reference=Ref.BAD_OUTPUT_PATH)
-        staged = Staged(self.folder / f"{stem}{self._suffix}", ".tmp")
+        path = self.folder / f"{stem}{self._suffix}"
+        if self.recording is None:
+            write_whole(path, data.tobytes())
+        else:
+            self.recording.guard(lambda: write_whole(path, data.tobytes()))
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """``data`` as the file ``path``, renamed into place once on the disk whole, or a
+    ``WriteFailedError`` and nothing at ``path``."""
+    staged = Staged(path, ".tmp")
+    try:
         try:
-            staged.tmp.write_bytes(data.tobytes())
-            staged.commit()
-        finally:
-            staged.discard()
+            staged.tmp.write_bytes(data)
+        except OSError as exc:
+            raise WriteFailedError(path, exc) from exc
+        staged.commit(size=len(data))
+    finally:
+        staged.discard()
 
 
 class WindowSink(Sink):

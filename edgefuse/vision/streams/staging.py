@@ -15,6 +15,7 @@ Files renamed into place get the modes a plain ``open`` would give (0666 less th
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -22,7 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgefuse._files import FILE_MODE, cannot_write, check_output_path, umask
+from edgefuse._files import (
+    FILE_MODE,
+    WriteFailedError,
+    cannot_write,
+    check_output_path,
+    fsync_file,
+    umask,
+)
 
 try:
     import fcntl
@@ -42,16 +50,33 @@ class Staged:
         parent = check_output_path(self.path)
         try:
             fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=suffix, dir=parent)
-        except OSError as exc:  # a read-only folder: the user's to fix, before any frame
-            raise cannot_write(parent, exc) from exc
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # the user's to fix
+                raise cannot_write(parent, exc) from exc
+            raise WriteFailedError(self.path, exc) from exc  # a full disk, an I/O error
         self.tmp = Path(name)
         self._lock_fd: int | None = fd
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
-    def commit(self) -> None:
-        os.chmod(self.tmp, FILE_MODE & ~umask())
-        os.replace(self.tmp, self.path)
+    def commit(self, *, size: int | None = None) -> None:
+        """Flush the temporary file to the disk and rename it into place; ``size``: the bytes
+        the writer wrote, checked against the file's. A failure (no space at write-back, a rename
+        refused, a size that differs) removes the temporary and raises ``WriteFailedError``:
+        nothing that looks finished is left."""
+        try:
+            found = fsync_file(self.tmp)
+            if size is not None and found != size:
+                raise WriteFailedError(self.path, what=f"{found} bytes reached the disk of the "
+                                                       f"{size} written")
+            os.chmod(self.tmp, FILE_MODE & ~umask())
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.discard()
+            raise WriteFailedError(self.path, exc) from exc
+        except WriteFailedError:
+            self.discard()
+            raise
         self._unlock()
 
     def discard(self) -> None:

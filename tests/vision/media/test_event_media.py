@@ -15,7 +15,9 @@ from edgefuse.vision.media.event_media import EventMedia, EventMediaOptions
 from edgefuse.vision.media.retention import Retention
 from edgefuse.vision.media.snapshots import BOX_COLOUR
 from edgefuse.vision.streams.frames import Frame
+from edgefuse.vision.streams.recording import Recordings
 from edgefuse.vision.track.byte_tracker import Tracks
+from tests.full_disk import fill, mount_tmpfs, unmount
 from tests.needs import optional
 
 pytestmark = pytest.mark.unit
@@ -95,7 +97,7 @@ def test_a_snapshot_that_cannot_be_written_is_not_claimed(tmp_path, monkeypatch)
 
 
 def test_a_snapshot_deleted_at_once_by_a_tiny_max_mb_is_not_claimed(tmp_path):
-    stream = EventMedia(EventMediaOptions(tmp_path, Retention(max_mb=1e-6)),
+    stream = EventMedia(EventMediaOptions(tmp_path, Retention(max_bytes=1)),
                         lambda event: None).stream("gate")
     events = [_crossing()]
     stream.on_events(events, Frame(1, np.zeros((64, 64, 3), np.uint8), AT, 0.0),
@@ -107,3 +109,28 @@ def test_the_event_media_folder_must_be_a_folder(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(InputError, match="event media folder .* is a file"):
         EventMedia(EventMediaOptions(tmp_path / "file"), lambda event: None)
+
+
+def test_on_a_really_full_disk_a_snapshot_is_not_claimed_counted_and_resumed(tmp_path):
+    folder = tmp_path / "full"
+    mount_tmpfs(folder, "256k")
+    try:
+        recordings = Recordings()
+        stream = EventMedia(EventMediaOptions(folder), lambda event: None,
+                            recordings).stream("gate")
+        filler = fill(folder)
+        frame = Frame(1, np.random.default_rng(0).integers(0, 256, (240, 320, 3), np.uint8), AT,
+                      0.0)
+        events = [_crossing()]
+        stream.on_events(events, frame, _tracks([1, 1, 200, 200]))  # the tracker goes on
+        assert "snapshot" not in events[0] and stream.failed == 1
+        state = recordings.states()[0]
+        assert (state.stream, state.sink, state.reason, state.errors) == (
+            "gate", "snapshots", "disk-full", {"disk-full": 1})
+        assert [p.name for p in (folder / "gate").iterdir()] == []  # no temporary either
+        filler.unlink()
+        events = [_crossing()]
+        stream.on_events(events, frame, _tracks([1, 1, 200, 200]))
+        assert (folder / events[0]["snapshot"]).is_file() and recordings.states()[0].recording
+    finally:
+        unmount(folder)

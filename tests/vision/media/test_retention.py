@@ -26,7 +26,7 @@ def test_files_older_than_max_age_are_deleted_oldest_first(tmp_path):
     old = _file(tmp_path, "gate", "20270115T080000.000Z-line_crossed-door-1", 10, age_h=50)
     older = _file(tmp_path, "yard", "20270114T080000.000Z-zone_entered-bay-2", 10, age_h=70)
     young = _file(tmp_path, "gate", "20270117T080000.000Z-line_crossed-door-3", 10, age_h=1)
-    kept = RetainedFolder(tmp_path, Retention(max_age_h=48, max_mb=None))
+    kept = RetainedFolder(tmp_path, Retention(max_age_s=48 * 3600))
     assert kept.enforce(NOW) == [older, old]
     assert young.exists() and not old.exists() and not older.exists()
 
@@ -34,7 +34,7 @@ def test_files_older_than_max_age_are_deleted_oldest_first(tmp_path):
 def test_the_oldest_go_until_the_total_is_within_max_mb(tmp_path):
     files = [_file(tmp_path, "gate", f"2027011{i}T080000.000Z-line_crossed-door-{i}", 400_000,
                    age_h=10 - i) for i in range(5)]
-    kept = RetainedFolder(tmp_path, Retention(max_age_h=None, max_mb=1.0))
+    kept = RetainedFolder(tmp_path, Retention(max_bytes=1_000_000))
     assert kept.enforce(NOW) == files[:3]  # 2.0 MB -> 0.8 MB
     assert kept.total_bytes == 800_000
     newest = _file(tmp_path, "gate", "20270116T080000.000Z-line_crossed-door-9", 400_000, 0)
@@ -50,7 +50,7 @@ def test_files_that_are_not_event_media_are_never_counted_or_deleted(tmp_path):
     top = tmp_path / "20200101T000000.000Z-line_crossed-door-1.jpg"  # not in a stream folder
     top.write_bytes(b"x")
     os.utime(top, (0, 0))
-    kept = RetainedFolder(tmp_path, Retention(max_age_h=1, max_mb=1))
+    kept = RetainedFolder(tmp_path, Retention(max_bytes=1_000_000, max_age_s=3600))
     assert kept.enforce(NOW) == [] and notes.exists() and top.exists()
 
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from edgefuse._files import WriteFailedError
 from edgefuse.vision.media import video_file
 from edgefuse.vision.media.h264 import H264Encoder, h264_available
 from edgefuse.vision.media.video_file import VideoFile
@@ -46,7 +47,8 @@ def test_a_failing_encoder_leaves_nothing_half_written(tmp_path, monkeypatch):
 
     monkeypatch.setattr(H264Encoder, "encode", failing)
     video = VideoFile(tmp_path / "v.mp4", fps=10.0)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteFailedError, match=r"error\[disk-full\]: cannot write '.*v\.mp4': "
+                                               "ENOSPC: No space left"):
         for index in range(40):  # the error reaches a later write, or the close
             video.write(flat(index), 100.0 + index / 10)
         video.close()
