@@ -91,7 +91,7 @@ def test_a_live_run_keeps_going_on_a_full_disk_and_records_again_once_space_retu
             app.wait_for_line(r"jsonl: recording stopped: cannot write '.*cam\.jsonl': "
                               r"ENOSPC: No space left on device; inference, tracking and "
                               r"events go on")
-            app.wait_for_line(r"video: recording stopped: cannot write '.*cam-\d{8}T\d{6}Z"
+            app.wait_for_line(r"video: recording stopped: cannot write '.*cam-\d{6}-\d{8}T\d{6}Z"
                               r"(-\d+)?\.mp4': ENOSPC")
             status, body = get(url + "healthz")
             health = json.loads(body)
@@ -113,7 +113,7 @@ def test_a_live_run_keeps_going_on_a_full_disk_and_records_again_once_space_retu
             app.wait_for_line(r"stream0 jsonl: recording resumed after [\d.]+ s "
                               r"\(\d+ frame\(s\) not recorded\)")
             app.wait_for_line(r"stream0 video: recording resumed")
-            segments = re.compile(r"cam-\d{8}T\d{6}Z(-\d+)?\.mp4")
+            segments = re.compile(r"cam-\d{6}-\d{8}T\d{6}Z(-\d+)?\.mp4")
             wait_until(lambda: any(segments.fullmatch(p.name) for p in roomy.iterdir()),
                        "a finished segment after the disk had room again")
             _, metrics = get(url + "metrics")

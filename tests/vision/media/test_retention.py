@@ -59,7 +59,7 @@ def test_a_file_written_before_the_clock_steps_from_1970_is_aged_by_the_monotoni
     """A board boots in 1970, writes a snapshot, then NTP steps its clock to today: the file is
     seconds old, not 56 years, and stays until it is max_age old on the monotonic clock."""
     mono = [100.0]
-    kept = RetainedFolder(tmp_path, Retention(max_age_h=1, max_mb=None), clock=lambda: mono[0])
+    kept = RetainedFolder(tmp_path, Retention(max_age_s=3600), clock=lambda: mono[0])
     with monkeypatch.context() as booted:
         booted.setattr(retention.time, "time", lambda: 86_400.0)  # 1970-01-02
         early = _file(tmp_path, "gate", "19700102T000000.000Z-line_crossed-door-1", 10, 0)

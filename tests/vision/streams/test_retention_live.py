@@ -56,7 +56,7 @@ def test_segments_make_room_oldest_first_so_a_small_disk_never_fills(small):
     start = 1_700_000_000.0
     for index in range(200):  # 20 s of noise: about 4 MB of H.264, twice the disk
         image = noise.integers(0, 256, (96, 128, 3), np.uint8)
-        sink.write(result(index, start + index / 10), image)
+        sink.write(result(index, start + index / 10, mono=index / 10), image)
     sink.close()
     kept = {p.name for p in small.iterdir()}
     finished = [p.name for p in sink.segments]
