@@ -89,8 +89,9 @@ class EmulatedVpc:
         self.pad_value, self.center, self.rounding = pad_value, center, rounding
         width, height = spec.source_size
         self.size = (height, width)
+        # the pad colour as the build's CSC reads it: [1.5H, W] bytes, the last row chroma
         gray = spec.frame_from_bgr(np.full((2, 2, 3), pad_value, np.uint8))
-        self._pad_luma, self._pad_chroma = gray[0, 0], gray[2, :2]  # as the board memsets them
+        self._pad_luma, self._pad_chroma = gray[0, 0], gray[-1, :2]  # as the board memsets them
         self.copies = 0  # host<->device copies VPC needed (none: it reads and writes device memory)
 
     def letterbox(self, source: DevicePicture) -> tuple[np.ndarray, Geometry]:

@@ -291,6 +291,11 @@ class VisionModel:
     def preprocess(self, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
         return prepare_frame(self.plan, image)
 
+    def preprocess_device(self, model_input: np.ndarray,
+                          geometry: Geometry) -> tuple[dict[str, np.ndarray], Geometry]:
+        """The feeds of a model input DVPP already made (``decode: dvpp``)."""
+        return feeds_from_device_input(self.plan, model_input, geometry), geometry
+
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.session.run(feeds)
 
