@@ -234,3 +234,18 @@ def test_the_dvpp_source_feeds_the_pipeline(detector_builds):
         with pytest.raises(InputError, match="limited-range YUV but the build's AIPP CSC"):
             with Detector.open(folder / "jpeg_csc", backends="sim") as wrong:
                 DvppSource(clip, wrong.plan, SOC)
+
+
+def test_the_detection_app_runs_with_decode_dvpp_on_sim(detector_builds, tmp_path, capsys):
+    from edgefuse.cli.main import main  # noqa: PLC0415
+
+    folder, _, clip = detector_builds
+    config = tmp_path / "config.yaml"
+    jsonl = tmp_path / "out.jsonl"
+    config.write_text(f"model: {folder / 'yuv'}\nsource: {clip}\nbackend: [sim]\n"
+                      f"decode: dvpp\nmax_frames: 6\njsonl: {jsonl}\n")
+    assert main(["detect", "--config", str(config)]) == 0
+    assert len(jsonl.read_text().splitlines()) == 6
+    config.write_text(config.read_text().replace("backend: [sim]", "backend: [cpu]"))
+    assert main(["detect", "--config", str(config)]) == 2
+    assert "decode: dvpp needs the board's media units" in capsys.readouterr().err
