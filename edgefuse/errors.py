@@ -174,6 +174,8 @@ class Ref(str, enum.Enum):
     UNSUPPORTED_DYNAMIC_OM = "unsupported-dynamic-om", "an OM input has no fixed size"
     UNSUPPORTED_ACL_DTYPE = "unsupported-acl-dtype", "an OM tensor has a dtype numpy cannot hold"
     ACL_CALL_FAILED = "acl-call-failed", "a pyACL call returned an error code"
+    DVPP_GEOMETRY = (
+        "dvpp-geometry", "a picture, stride, buffer or channel breaks the documented DVPP rules")
     BAD_BENCH_OPTIONS = "bad-bench-options", "bench's iterations/seconds/rounds are invalid"
 
     # --- vision pipeline and apps ---------------------------------------------------------------

@@ -203,21 +203,31 @@ def _content(length: int, ratio: float, rounding: str) -> int:
     return int(length * ratio) if rounding == "floor" else int(round(length * ratio))
 
 
+def letterbox_sizes(src: tuple[int, int], dst: tuple[int, int], center: bool = True,
+                    rounding: str = "round") -> tuple[float, tuple[int, int], tuple[int, int]]:
+    """The letterbox's numbers for a (height, width) frame into (height, width): the ratio,
+    the content's (width, height) and the pad's (left, top); the DVPP path uses them too."""
+    (h, w), (height, width) = src, dst
+    r = min(height / h, width / w)
+    new_w, new_h = _content(w, r, rounding), _content(h, r, rounding)
+    dw, dh = float(width - new_w), float(height - new_h)
+    if center:
+        dw, dh = dw / 2, dh / 2
+    top = int(round(dh - 0.1)) if center else 0
+    left = int(round(dw - 0.1)) if center else 0
+    return r, (new_w, new_h), (left, top)
+
+
 def letterbox(frame: np.ndarray, size: tuple[int, int], pad_value: int = 114,
               center: bool = True, interpolation: str = "linear",
               rounding: str = "round") -> tuple[np.ndarray, Geometry]:
     """Resize keeping the aspect ratio and pad to ``size`` (height, width); see the docstring."""
     h, w = frame.shape[:2]
     height, width = size
-    r = min(height / h, width / w)
-    new_w, new_h = _content(w, r, rounding), _content(h, r, rounding)
-    dw, dh = float(width - new_w), float(height - new_h)
-    if center:
-        dw, dh = dw / 2, dh / 2
+    r, (new_w, new_h), (left, top) = letterbox_sizes((h, w), size, center, rounding)
     if (new_w, new_h) != (w, h):
         frame = cv2().resize(frame, (new_w, new_h), interpolation=INTERPOLATIONS[interpolation])
-    top, bottom = (int(round(dh - 0.1)) if center else 0), int(round(dh + 0.1))
-    left, right = (int(round(dw - 0.1)) if center else 0), int(round(dw + 0.1))
+    bottom, right = height - new_h - top, width - new_w - left
     if top or bottom or left or right:
         frame = cv2().copyMakeBorder(frame, top, bottom, left, right, cv2().BORDER_CONSTANT,
                                      value=(pad_value,) * 3)

@@ -28,6 +28,7 @@ from edgefuse.vision.draw import palette
 from edgefuse.vision.draw.overlay import FILL_ALPHA
 from edgefuse.vision.media.clips import ClipOptions
 from edgefuse.vision.media.retention import Retention
+from edgefuse.vision.streams.dvpp_source import DECODES
 from edgefuse.vision.streams.live_files import Rotation
 from edgefuse.vision.streams.pipeline import STOP_TIMEOUT_S
 from edgefuse.vision.streams.sources import CameraOptions, Reconnect
@@ -62,6 +63,7 @@ class AppConfig:
     batch_wait_ms: float | None = None  # a batch's wait for more streams' frames (null: the
     # model's fixed cost per run, fitted; 0: greedy)
     backend: tuple[str, ...] = DEFAULT_BACKENDS
+    decode: str = "auto"  # dvpp | cpu | auto: frames decoded and letterboxed on the board's DVPP
     threads: int | None = None
     device_id: int = 0
     class_names: tuple[str, ...] | None = None
@@ -353,6 +355,7 @@ CHECKS: dict[str, Callable[[Any, str, str], Any]] = {
     "batch_wait_ms": _optional(lambda value, key, where: _finite(
         _positive_float(value, key, where), key, where)),
     "backend": _backends,
+    "decode": lambda value, key, where: rec.choice(value, key, DECODES, where, _REF),
     "threads": _optional(_int(1)),
     "device_id": _int(0),
     "class_names": _optional(_names),

@@ -52,6 +52,7 @@ from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
 from edgefuse.vision.model.adapter import VisionModel
 from edgefuse.vision.serve.state import DEFAULT_STALL_S
 from edgefuse.vision.streams.batching import Batcher, describe_sizes, plan_batches
+from edgefuse.vision.streams.dvpp_source import DvppSource, decide
 from edgefuse.vision.streams.multi import MultiPipeline, MultiSummary, Stream
 from edgefuse.vision.streams.recording import Recording, Recordings
 from edgefuse.vision.streams.sinks import (
@@ -166,7 +167,7 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
         extras = analytics.AnalyticsSetup(wanted, names,
                                           stall_s=stall_s(notifier, DEFAULT_STALL_S))
         resources.callback(extras.close)
-        sources = open_sources(plans, resources)
+        sources = open_sources(plans, resources, config.decode, task, model_source)
         tasks = {plan.name: extras.wrap(task, plan.name, lines=plan.lines, zones=plan.zones,
                                         frame_size=sources[plan.name].frame_size)
                  for plan in plans}
@@ -203,13 +204,23 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
     return EXIT_CODES.get(summary.reason, 0)
 
 
-def open_sources(plans: list[StreamPlan], resources: contextlib.ExitStack) -> dict[str, Source]:
+DVPP_SOC = "Ascend310B4"  # a build without a recorded SoC: the Atlas 200I DK A2's
+
+
+def open_sources(plans: list[StreamPlan], resources: contextlib.ExitStack, decode: str = "cpu",
+                 task: Any = None, model_source: Any = None) -> dict[str, Source]:
     """Every stream's source, opened in order (an unreadable one fails here and the ones opened
-    before it are closed)."""
+    before it are closed); ``decode`` dvpp/auto: on DVPP where it can be (dvpp_source.decide)."""
     sources: dict[str, Source] = {}
     for plan in plans:
-        source = open_source(plan.source, stride=plan.stride, live=plan.live,
-                             reconnect=plan.reconnect, camera=plan.camera)
+        chosen = "cpu" if task is None else decide(decode, task.session.backend, task.plan,
+                                                   plan.source)
+        if chosen == "dvpp":
+            soc = (model_source.manifest.soc if model_source.manifest else None) or DVPP_SOC
+            source: Source = DvppSource(plan.source, task.plan, soc, stride=plan.stride)
+        else:
+            source = open_source(plan.source, stride=plan.stride, live=plan.live,
+                                 reconnect=plan.reconnect, camera=plan.camera)
         resources.callback(source.close)
         sources[plan.name] = source
     return sources

@@ -149,6 +149,23 @@ def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndar
     return {plan.name: tensor, **extra_feeds(plan.extras, geometry)}, geometry
 
 
+def feeds_from_device_input(plan: InputPlan, model_input: np.ndarray,
+                            geometry: Geometry) -> dict[str, np.ndarray]:
+    """The feeds for a model input DVPP (or its ``sim`` emulation) already letterboxed into the
+    build's YUV420SP bytes [1.5H, W]; refused for a build that does not read those bytes."""
+    height, width = plan.preprocess.size
+    if plan.yuv is None or plan.canvas is not None or model_input.shape != (height * 3 // 2,
+                                                                              width):
+        raise InputError(
+            f"decode: dvpp hands the model YUV420SP {width}x{height}; the model's input plan "
+            f"takes {'YUV420SP' if plan.yuv is not None else 'no YUV420SP'} "
+            f"{plan.preprocess.size[1]}x{plan.preprocess.size[0]}"
+            + (" with an AIPP crop" if plan.canvas is not None else ""),
+            hint="compile the model with `--aipp` input_format: YUV420SP and no crop, or use "
+                 "decode: cpu", reference=Ref.BAD_PREPROCESS)
+    return {plan.name: model_input[np.newaxis], **extra_feeds(plan.extras, geometry)}
+
+
 def _default_preprocess(spec: Any, overrides: Mapping[str, Any]) -> Preprocess:
     shape = spec.shape
     layout = overrides.get("layout")
@@ -273,6 +290,11 @@ class VisionModel:
 
     def preprocess(self, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
         return prepare_frame(self.plan, image)
+
+    def preprocess_device(self, model_input: np.ndarray,
+                          geometry: Geometry) -> tuple[dict[str, np.ndarray], Geometry]:
+        """The feeds of a model input DVPP already made (``decode: dvpp``)."""
+        return feeds_from_device_input(self.plan, model_input, geometry), geometry
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.session.run(feeds)

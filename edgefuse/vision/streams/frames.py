@@ -29,6 +29,9 @@ class Frame:
     pts: float | None = None  # media time in seconds (video files), None for live sources
     name: str | None = None  # file name, for image folders and single images
     decode_s: float = 0.0  # seconds the source spent reading and decoding this frame
+    # decode: dvpp: the model's input (YUV420SP bytes) and its letterbox geometry, made where
+    # the frame was decoded (edgefuse.vision.streams.dvpp_source); None: preprocess ``image``
+    device_input: tuple[np.ndarray, Any] | None = None
 
 
 def media_time(frame: Frame) -> float:

@@ -199,7 +199,10 @@ class Pipeline:
         return result
 
     def _preprocess(self, item: FrameResult) -> None:
-        item.feeds, item.geometry = self.task.preprocess(item.frame.image)
+        if item.frame.device_input is not None:  # decode: dvpp made the model's input
+            item.feeds, item.geometry = self.task.preprocess_device(*item.frame.device_input)
+        else:
+            item.feeds, item.geometry = self.task.preprocess(item.frame.image)
 
     def _infer(self, item: FrameResult) -> None:
         item.outputs = self.task.infer(item.feeds)
