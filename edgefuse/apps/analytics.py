@@ -264,6 +264,7 @@ class AnalyticsSetup:
         self.journals: dict[str, JsonlSink] = {}  # each stream's JSON Lines, for clip_ready
         self.stream_events: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
+        self.state.event_delivery = self.event_delivery
         try:
             if config.mqtt:
                 mqtt = dict(config.mqtt)

@@ -5,7 +5,9 @@ Names (all labelled ``stream``): ``edgefuse_frames_total``, ``edgefuse_fps``,
 ``edgefuse_reconnects_total``, ``edgefuse_stream_up``, ``edgefuse_stream_state{state}`` (1 for
 the stream's state, 0 for the others: Prometheus' enum pattern), ``edgefuse_line_crossings_total
 {line,direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total
-{zone,class}``. A custom collector rather than counters incremented along the way: the numbers
+{zone,class}``; per event publisher (``mqtt``, ``webhook``): ``edgefuse_events_delivered_total``,
+``edgefuse_events_queued`` (memory and disk journal), ``edgefuse_events_dropped_total{reason}``.
+A custom collector rather than counters incremented along the way: the numbers
 are the ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot
 disagree. A stream that ended or was lost has ``edgefuse_stream_up 0`` and no ``edgefuse_fps`` or
 latency series (its last rate would read as a rate it still has); its counters stay.
@@ -29,6 +31,7 @@ def registry_for(state: LiveState) -> Any:
     class _Collector:
         def collect(self) -> Iterator[Any]:
             yield from _families(core, state.snapshot())
+            yield from _event_families(core, state.event_delivery())
 
     registry.register(_Collector())
     return registry
@@ -83,3 +86,19 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
                 entries.add_metric([name, zone, cls], count)
     yield from (frames, fps, latency, dropped, reconnects, drops, up, states, crossings,
                 occupancy, entries)
+
+
+def _event_families(core: Any, delivery: dict[str, dict[str, Any]]) -> Iterator[Any]:
+    """The publishers' counts: every event emitted is delivered, queued or dropped (reason)."""
+    delivered = core.CounterMetricFamily("edgefuse_events_delivered", "events the receiver "
+                                         "acknowledged", labels=["publisher"])
+    queued = core.GaugeMetricFamily("edgefuse_events_queued", "events waiting, in memory and "
+                                    "in the disk journal", labels=["publisher"])
+    dropped = core.CounterMetricFamily("edgefuse_events_dropped", "events given up, by reason",
+                                       labels=["publisher", "reason"])
+    for publisher, stats in delivery.items():
+        delivered.add_metric([publisher], stats["delivered"])
+        queued.add_metric([publisher], stats["queued"])
+        for reason, count in stats["dropped"].items():
+            dropped.add_metric([publisher, reason], count)
+    yield from (delivered, queued, dropped)

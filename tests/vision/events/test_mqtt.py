@@ -7,6 +7,7 @@ import time
 import pytest
 
 from edgefuse.errors import InputError
+from edgefuse.vision.events.journal import EventJournal, _frame
 from edgefuse.vision.events.mqtt import MqttPublisher
 from tests.needs import optional
 from tests.vision.events.broker import Broker, Subscriber, free_port
@@ -77,6 +78,55 @@ def test_a_broker_restart_loses_no_event(broker, closing):
     assert publisher.close() == 0
     subscriber.close()
     assert publisher.outbox.dropped == 0
+
+
+def _first_seen(messages) -> list[int]:
+    """Event numbers in the order they first arrived (QoS 1 may deliver one twice)."""
+    seen: dict[int, None] = {}
+    for _, payload in messages:
+        seen.setdefault(payload["n"], None)
+    return list(seen)
+
+
+def test_a_broker_gone_across_an_app_restart_delivers_or_counts_every_event(broker, closing,
+                                                                           tmp_path):
+    """The broker stops; more events than the memory bound follow; the app restarts (a new
+    publisher on the same journal, the broker still away) and emits past the disk bound; the
+    broker comes back: what the subscriber got, in order, plus what was counted as dropped is
+    every event emitted."""
+    subscriber = Subscriber(broker.port, "edgefuse/#")
+    closing(subscriber)
+    subscriber.wait_subscribed()
+    path, room = tmp_path / "state" / "mqtt.journal", 20 * len(_frame(_event(99)))
+    first = MqttPublisher("127.0.0.1", broker.port, capacity=4,
+                          journal=EventJournal(path, room))
+    closing(first)
+    for n in range(3):
+        first.publish(_event(n))
+    assert subscriber.wait_for(lambda m: _numbers(m) >= {0, 1, 2})
+    broker.stop()
+    for n in range(3, 15):  # 12 events, three times the memory bound
+        first.publish(_event(n))
+    assert first.close(timeout=0) >= 12  # the app stops with the broker away
+    assert path.stat().st_size > 0 and first.outbox.dropped == 0
+    second = MqttPublisher("127.0.0.1", broker.port, capacity=4,  # starts without a broker
+                           journal=EventJournal(path, room))
+    closing(second)
+    assert not second.connected and second.outbox.carried >= 12
+    for n in range(15, 60):  # past the journal's 20 records
+        second.publish(_event(n))
+    dropped = second.outbox.dropped_by
+    assert set(dropped) == {"journal-full"} and dropped["journal-full"] > 0
+    broker.start()
+    expected = 60 - second.outbox.dropped
+    assert subscriber.wait_for(lambda m: len(_numbers(m)) >= expected, timeout=60)
+    assert second.close() == 0
+    subscriber.close()
+    delivered = _first_seen(subscriber.messages)
+    assert delivered == sorted(delivered)  # in order
+    assert delivered[:15] == list(range(15))  # nothing from before the restart was lost
+    assert len(delivered) + first.outbox.dropped + second.outbox.dropped == 60
+    assert second.stats()["queued"] == 0
 
 
 def test_a_broker_that_refuses_the_connection_is_a_clear_error():
