@@ -12,11 +12,17 @@ restart, as systemd's ``Restart=`` does.
 
 The card: a tmpfs of ``--disk-mb`` mounted for the run when this runs as root (a real ENOSPC);
 otherwise a plain folder, and the disk-full fault is not injected (the table says so: no quota
-trick stands in for it). The clock: with Debian's libfaketime (``/usr/lib/*/faketime/
-libfaketimeMT.so.1``) the app runs under ``LD_PRELOAD`` with ``FAKETIME_TIMESTAMP_FILE``, whose
-offset this script steps (back an hour, then forward a day, then back to zero) while the
-monotonic clock is left alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``), as an NTP step does; without
-libfaketime the fault is not injected and the table says so.
+trick stands in for it).
+
+The clock: with Debian's libfaketime (``/usr/lib/*/faketime/libfaketimeMT.so.1``) the app would
+run under ``LD_PRELOAD`` with ``FAKETIME_TIMESTAMP_FILE``, whose offset this script steps (back
+an hour, forward a day, back to zero), the monotonic clock left alone
+(``FAKETIME_DONT_FAKE_MONOTONIC=1``) as an NTP step leaves it. A probe runs first: a Python that
+sleeps and waits on an ``Event`` under that preload with the clock an hour back. libfaketime
+0.9.10 (Debian 12) fails it both ways (with ``DONT_FAKE_MONOTONIC=1`` every ``time.sleep``
+raises EINVAL: its ``clock_nanosleep(TIMER_ABSTIME)`` wrapper shifts the monotonic deadline;
+without it ``Event.wait`` never returns), so there the fault is not injected and the table says
+why, rather than measuring libfaketime's breakage as the app's.
 
 Faults, in a cycle every ``--fault-every`` seconds: ``camera-drop`` (one camera's server stops for
 ``--outage-s``, then serves again on its port), ``broker-restart`` (mosquitto stopped for
@@ -248,9 +254,30 @@ def scrape(port: int, *, per_stream: bool = False) -> dict[str, float] | None:
     return totals
 
 
-def faketime_library() -> str | None:
+def faketime_env(clock_file: Path) -> tuple[dict[str, str] | None, str]:
+    """The preload that steps the app's wall clock through ``clock_file``, or None and why not
+    (not installed, or failing the probe: see the module docstring)."""
     found = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
-    return found[0] if found else None
+    if not found:
+        return None, "libfaketime is not installed (apt-get install faketime)"
+    env = {"LD_PRELOAD": found[0], "FAKETIME_TIMESTAMP_FILE": str(clock_file),
+           "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    clock_file.write_text("-3600\n")
+    probe = ("import threading, time; time.sleep(0.05); threading.Event().wait(0.05); "
+             "print(round(time.time()))")
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env},
+                              capture_output=True, text=True, timeout=10, check=False)
+        failed = (f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1]}"
+                  if done.returncode else "")
+    except subprocess.TimeoutExpired:
+        failed = "Event.wait never returned"
+    finally:
+        clock_file.write_text("+0\n")
+    if failed:
+        return None, (f"{Path(found[0]).name} breaks a Python's waits with the clock stepped "
+                      f"({failed}), so the app would measure libfaketime, not the step")
+    return env, ""
 
 
 @contextlib.contextmanager
@@ -292,9 +319,9 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     broker = Broker(work)
     broker.start()
     subscriber = Subscriber(broker.port)
-    faketime = faketime_library() if args.clock_steps else None
     clock_file = work / "faketime.rc"
-    clock_file.write_text("+0\n")
+    faketime, no_faketime = (faketime_env(clock_file) if args.clock_steps
+                             else (None, "--no-clock-steps"))
     with card(work / "card", args.disk_mb) as real_disk:
         state, out = work / "card" / "state", work / "card" / "out"
         out.mkdir(parents=True, exist_ok=True)
@@ -313,8 +340,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                if args.records else ""))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         if faketime:
-            env.update(LD_PRELOAD=faketime, FAKETIME_TIMESTAMP_FILE=str(clock_file),
-                       FAKETIME_CACHE_DURATION="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
+            env.update(faketime)
         app = App([sys.executable, "-m", "edgefuse", "detect", "--config", str(config),
                    "--model", args.model, "--backend", "cpu", "--threads", "1",
                    "--stats-every", "0"], env, work / "app.log")
@@ -323,8 +349,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         if not real_disk:
             skipped["disk-full"] = "not root: no tmpfs to fill (no quota trick stands in)"
         if not faketime:
-            skipped["clock-step"] = ("libfaketime not installed (apt-get install faketime)"
-                                     if args.clock_steps else "--no-clock-steps")
+            skipped["clock-step"] = no_faketime
         app.start(serve, args.streams)
         start = time.monotonic()
         end = start + args.minutes * 60
@@ -426,7 +451,17 @@ def growth(run: AppRun, warmup_s: float) -> dict[str, Any] | None:
 
 def report(args, app: App, cameras: list[MjpegServer], subscriber: Subscriber, seen: int,
            injected: dict[str, int], skipped: dict[str, str], real_disk: bool,
-           faketime: str | None) -> dict[str, Any]:
+           faketime: dict[str, str] | None) -> dict[str, Any]:
+    for run in app.runs:  # a run that crashed printed no summary: its last /metrics instead
+        if run.events is None and run.metrics:
+            reasons = {key[len("edgefuse_events_dropped_total{"):-1]: int(value)
+                       for key, value in run.metrics.items()
+                       if key.startswith("edgefuse_events_dropped_total{")}
+            run.events = {"emitted": int(run.metrics.get("edgefuse_events_emitted_total", 0)),
+                          "delivered": int(run.metrics.get("edgefuse_events_delivered_total", 0)),
+                          "queued": int(run.metrics.get("edgefuse_events_queued", 0)),
+                          "dropped": sum(reasons.values()), "reasons": reasons,
+                          "from": "its last /metrics (it crashed: no summary)"}
     summaries = [run.events for run in app.runs if run.events]
     emitted = sum(s["emitted"] for s in summaries)
     dropped: dict[str, int] = {}
@@ -448,7 +483,8 @@ def report(args, app: App, cameras: list[MjpegServer], subscriber: Subscriber, s
                     "records": args.records, "fault_every_s": args.fault_every,
                     "outage_s": args.outage_s,
                     "disk": f"tmpfs {args.disk_mb} MB" if real_disk else "plain folder",
-                    "clock": f"libfaketime ({faketime})" if faketime else "real"},
+                    "clock": f"libfaketime ({faketime['LD_PRELOAD']})" if faketime
+                    else "real"},
         "faults": injected, "faults_not_injected": skipped,
         "runs": [{"pid": run.pid, "ended_by": run.ended_by, "exit_code": run.exit_code,
                   "memory": growth(run, args.warmup), "events": run.events}

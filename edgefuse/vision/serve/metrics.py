@@ -5,7 +5,8 @@ Names (all labelled ``stream``): ``edgefuse_frames_total``, ``edgefuse_fps``,
 ``edgefuse_reconnects_total``, ``edgefuse_stream_up``, ``edgefuse_stream_state{state}`` (1 for
 the stream's state, 0 for the others: Prometheus' enum pattern), ``edgefuse_line_crossings_total
 {line,direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total
-{zone,class}``; per event publisher (``mqtt``, ``webhook``): ``edgefuse_events_delivered_total``,
+{zone,class}``; per event publisher (``mqtt``, ``webhook``): ``edgefuse_events_emitted_total`` (this run),
+``edgefuse_events_delivered_total``,
 ``edgefuse_events_queued`` (memory and disk journal), ``edgefuse_events_dropped_total{reason}``.
 A custom collector rather than counters incremented along the way: the numbers
 are the ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot
@@ -90,6 +91,8 @@ def _families(core: Any, snapshot: dict[str, Any]) -> Iterator[Any]:
 
 def _event_families(core: Any, delivery: dict[str, dict[str, Any]]) -> Iterator[Any]:
     """The publishers' counts: every event emitted is delivered, queued or dropped (reason)."""
+    emitted = core.CounterMetricFamily("edgefuse_events_emitted", "events handed to the "
+                                       "publisher by this run", labels=["publisher"])
     delivered = core.CounterMetricFamily("edgefuse_events_delivered", "events the receiver "
                                          "acknowledged", labels=["publisher"])
     queued = core.GaugeMetricFamily("edgefuse_events_queued", "events waiting, in memory and "
@@ -97,8 +100,9 @@ def _event_families(core: Any, delivery: dict[str, dict[str, Any]]) -> Iterator[
     dropped = core.CounterMetricFamily("edgefuse_events_dropped", "events given up, by reason",
                                        labels=["publisher", "reason"])
     for publisher, stats in delivery.items():
+        emitted.add_metric([publisher], stats["accepted"])
         delivered.add_metric([publisher], stats["delivered"])
         queued.add_metric([publisher], stats["queued"])
         for reason, count in stats["dropped"].items():
             dropped.add_metric([publisher, reason], count)
-    yield from (delivered, queued, dropped)
+    yield from (emitted, delivered, queued, dropped)
