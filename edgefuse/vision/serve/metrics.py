@@ -5,9 +5,9 @@ Names (all labelled ``stream``): ``edgefuse_frames_total``, ``edgefuse_fps``,
 ``edgefuse_reconnects_total``, ``edgefuse_stream_up``, ``edgefuse_stream_state{state}`` (1 for
 the stream's state, 0 for the others: Prometheus' enum pattern), ``edgefuse_line_crossings_total
 {line,direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total
-{zone,class}``; per event publisher (``mqtt``, ``webhook``): ``edgefuse_events_emitted_total`` (this run),
-``edgefuse_events_delivered_total``,
-``edgefuse_events_queued`` (memory and disk journal), ``edgefuse_events_dropped_total{reason}``.
+{zone,class}``; per event publisher (``mqtt``, ``webhook``): ``edgefuse_events_emitted_total``
+(this run), ``edgefuse_events_delivered_total``, ``edgefuse_events_queued`` (memory and disk
+journal), ``edgefuse_events_dropped_total{reason}``.
 A custom collector rather than counters incremented along the way: the numbers
 are the ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot
 disagree. A stream that ended or was lost has ``edgefuse_stream_up 0`` and no ``edgefuse_fps`` or
