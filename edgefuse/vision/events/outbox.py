@@ -42,6 +42,7 @@ class Outbox:
         self._journal = journal
         self._changed = threading.Condition()
         self._closed = False
+        self._persisted = False
         self.dropped_by: collections.Counter[str] = collections.Counter()
         self.accepted = 0  # events put, dropped ones included
         self.carried = len(journal) if journal is not None else 0  # left by the last run
@@ -110,8 +111,11 @@ class Outbox:
     def persist(self) -> int:
         """At exit: what memory holds goes in front of the journal's records (none lost), or,
         without a journal, is counted as ``undelivered-at-exit``. Returns the events kept for the
-        next run."""
+        next run (a second call changes nothing)."""
         with self._changed:
+            if self._persisted:
+                return len(self._journal) if self._journal is not None else 0
+            self._persisted = True
             held = list(self._items)
             self._items.clear()
             if self._journal is None:

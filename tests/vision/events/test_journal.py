@@ -45,6 +45,7 @@ def test_a_restart_keeps_memory_and_journal_in_order(tmp_path):
     first.done(first.peek(0))  # 0 delivered
     first.close()
     assert first.persist() == 5
+    assert first.persist() == 5 and not first.dropped  # closing twice changes nothing
     second = Outbox(2, EventJournal(path, _room_for(100)))
     assert second.carried == 5
     second.put(_event(6))
