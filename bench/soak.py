@@ -24,12 +24,13 @@ raises EINVAL: its ``clock_nanosleep(TIMER_ABSTIME)`` wrapper shifts the monoton
 without it ``Event.wait`` never returns), so there the fault is not injected and the table says
 why, rather than measuring libfaketime's breakage as the app's.
 
-Faults, in a cycle every ``--fault-every`` seconds: ``camera-drop`` (one camera's server stops for
+Faults, in a cycle every ``--fault-every`` seconds: ``hangup`` (SIGHUP: the app stops cleanly and
+is started again; at most ``--hangups`` times, in the first half of the run, so that the last run
+of the app is long), ``camera-drop`` (one camera's server stops for
 ``--outage-s``, then serves again on its port), ``broker-restart`` (mosquitto stopped for
 ``--outage-s``), ``disk-full`` (the card filled to the last byte by a filler file for
-``2 x --outage-s``, the broker stopped meanwhile so that events spill to the full journal),
-``clock-step``, and ``hangup`` (SIGHUP: the app stops cleanly and is started again; at most
-``--hangups`` times, in the first half of the run, so that the last run of the app is long).
+``2 x --outage-s``, the broker stopped meanwhile so that events spill to the full journal) and
+``clock-step``.
 
 Reported (table + JSON): per app run its RSS after ``--warmup`` seconds and at its end (growth in
 per cent), open files and threads at both; events emitted (the sum of each run's ``emitted``),
@@ -71,7 +72,7 @@ from bench._harness import RESULTS, ROOT
 from bench.live_latency import clip_frames
 from edgefuse.testing.mjpeg import MjpegServer
 
-FAULTS = ("camera-drop", "broker-restart", "disk-full", "clock-step", "hangup")
+FAULTS = ("hangup", "camera-drop", "broker-restart", "disk-full", "clock-step")
 LINE = "{name: middle, start: [160, 0], end: [160, 240], margin: 2, anchor: center}"
 SUMMARY = re.compile(r"events mqtt: (\d+) emitted(?: \(and (\d+) from the last run's journal\))?, "
                      r"(\d+) delivered, (\d+) queued \((\d+) in the journal\), (\d+) dropped"
