@@ -311,7 +311,7 @@ def fill(folder: Path) -> Path:
 
 
 def soak(args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="edgefuse-soak-"))
+    work = Path(tempfile.mkdtemp(prefix="edgefuse-soak-", dir=args.work))
     frames = clip_frames()
     cameras = [MjpegServer(fps=args.fps, size=frames[0].shape[:2],
                            scene=lambda n: frames[n % len(frames)]) for _ in range(args.streams)]
@@ -552,6 +552,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="JSON Lines on the card too")
     parser.add_argument("--clock-steps", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--out", type=Path, default=RESULTS / "soak.json")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="where the run's folder goes (default: the system's temp folder)")
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = soak(args)

@@ -30,7 +30,7 @@ def test_two_minutes_of_faults_keep_memory_flat_and_every_event_accounted_for(tm
     # sinks' part); the full card still meets the events' journal, which must cope
     assert soak.main(["--streams", "1", "--minutes", "2", "--fault-every", "8", "--outage-s",
                       "3", "--hangups", "1", "--warmup", "20", "--no-records",
-                      "--out", str(out)]) == 0
+                      "--out", str(out), "--work", str(tmp_path)]) == 0
     result = json.loads(out.read_text())
     injected = result["faults"]
     assert injected["camera-drop"] and injected["broker-restart"] and injected["hangup"] == 1
