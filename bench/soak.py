@@ -166,6 +166,10 @@ class AppRun:
     pid: int
     started: float
     ready: float | None = None  # when every stream's first frame was processed
+
+    @property
+    def startup_s(self) -> float:
+        return (self.ready or time.monotonic()) - self.started
     samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     ended_by: str = ""
@@ -353,7 +357,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             skipped["clock-step"] = no_faketime
         app.start(serve, args.streams)
         start = time.monotonic()
-        end = start + args.minutes * 60
+        end = start + args.minutes * 60  # pushed back by each restart's start-up: the soak's
+        # minutes are minutes of the app running under faults, not of its model loading
         next_fault, cycle, hangups = start + args.fault_every, 0, 0
         try:
             while time.monotonic() < end:
@@ -361,6 +366,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                 if app.process.poll() is not None:  # crashed: restarted, as systemd does
                     app.finished("crash", app.process.returncode)
                     app.start(serve, args.streams)
+                    end += app.runs[-1].startup_s
                     continue
                 if sample is not None:
                     app.runs[-1].samples.append(sample)
@@ -377,7 +383,9 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                            card_dir=work / "card", clock_file=clock_file, cycle=cycle,
                            serve=serve)
                     injected[fault] += 1
-                    hangups += fault == "hangup"
+                    if fault == "hangup":
+                        hangups += 1
+                        end += app.runs[-1].startup_s
                     next_fault = time.monotonic() + args.fault_every
                 time.sleep(args.sample_s)
             final = scrape(serve)
@@ -488,7 +496,8 @@ def report(args, app: App, cameras: list[MjpegServer], subscriber: Subscriber, s
                     else "real"},
         "faults": injected, "faults_not_injected": skipped,
         "runs": [{"pid": run.pid, "ended_by": run.ended_by, "exit_code": run.exit_code,
-                  "memory": growth(run, args.warmup), "events": run.events}
+                  "startup_s": round(run.startup_s, 1), "memory": growth(run, args.warmup),
+                  "events": run.events}
                  for run in app.runs],
         "events": {"emitted": emitted, "delivered_seen": seen,
                    "delivered_acked": sum(s["delivered"] for s in summaries),
@@ -508,14 +517,15 @@ def render(result: dict[str, Any]) -> str:
              f"{s['disk']}, clock {s['clock']}",
              "faults injected: " + ", ".join(f"{k} {v}" for k, v in result["faults"].items())]
     lines += [f"  not injected: {k}: {why}" for k, why in result["faults_not_injected"].items()]
-    lines.append(f"\n{'run':<4} {'ended by':<9} {'exit':>4} {'s':>6} {'RSS MB':>13} "
+    lines.append(f"\n{'run':<4} {'ended by':<9} {'exit':>4} {'start s':>7} {'s':>6} "
+                 f"{'RSS MB':>13} "
                  f"{'growth':>7} {'threads':>8} {'fds':>8} {'emitted':>7} {'deliv':>6} "
                  f"{'dropped':>7}")
     for index, run in enumerate(result["runs"]):
         memory, events = run["memory"] or {}, run["events"] or {}
         rss = memory.get("rss_mb", ["-", "-"])
         lines.append(
-            f"{index:<4} {run['ended_by']:<9} {run['exit_code']!s:>4} "
+            f"{index:<4} {run['ended_by']:<9} {run['exit_code']!s:>4} {run['startup_s']:>7} "
             f"{memory.get('seconds', '-')!s:>6} {f'{rss[0]} -> {rss[1]}':>13} "
             f"{str(memory.get('rss_growth_pct', '-')) + ' %':>7} "
             f"{'->'.join(map(str, memory.get('threads', []))) or '-':>8} "
