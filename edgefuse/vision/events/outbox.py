@@ -43,6 +43,7 @@ class Outbox:
         self._changed = threading.Condition()
         self._closed = False
         self._persisted = False
+        self._failing = False  # the journal's last write failed
         self.dropped_by: collections.Counter[str] = collections.Counter()
         self.accepted = 0  # events put, dropped ones included
         self.carried = len(journal) if journal is not None else 0  # left by the last run
@@ -148,10 +149,12 @@ class Outbox:
         try:
             if not self._journal.append(event):
                 self._drop("journal-full")
+            self._failing = False
         except OSError as exc:
-            if not self.dropped_by["journal-error"]:
+            if not self._failing:  # one line per outage of the disk, not one per event
                 log.error("events: cannot write to the journal %s (%s): events past the "
                           "memory bound are dropped until it can", self._journal.path, exc)
+            self._failing = True
             self._drop("journal-error")
 
     def _refill(self) -> None:

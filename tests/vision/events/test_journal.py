@@ -99,7 +99,7 @@ def test_a_corrupt_record_ends_the_journal_and_counts_what_it_cut(tmp_path):
     assert _drain(outbox) == [0]
 
 
-def test_a_journal_that_cannot_be_written_counts_the_event(tmp_path, monkeypatch):
+def test_a_journal_that_cannot_be_written_counts_the_event(tmp_path, monkeypatch, caplog):
     journal = EventJournal(tmp_path / "mqtt.journal", _room_for(10))
     outbox = Outbox(1, journal)
     outbox.put(_event(0))
@@ -109,10 +109,16 @@ def test_a_journal_that_cannot_be_written_counts_the_event(tmp_path, monkeypatch
 
     monkeypatch.setattr("edgefuse.vision.events.journal.os.write", full)
     outbox.put(_event(1))
-    assert outbox.dropped_by == {"journal-error": 1}
+    outbox.put(_event(2))
+    assert outbox.dropped_by == {"journal-error": 2}
     monkeypatch.undo()
-    outbox.put(_event(2))  # space came back
-    assert _drain(outbox) == [0, 2]
+    outbox.put(_event(3))  # space came back
+    monkeypatch.setattr("edgefuse.vision.events.journal.os.write", full)
+    outbox.put(_event(4))  # and went again
+    monkeypatch.undo()
+    assert outbox.dropped_by == {"journal-error": 3}
+    assert [r.getMessage().count("No space left") for r in caplog.records] == [1, 1]  # per outage
+    assert _drain(outbox) == [0, 3]
 
 
 def test_without_a_journal_what_is_left_at_exit_is_counted():
