@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 
 import pytest
 
 from edgefuse.errors import InputError
+from edgefuse.vision.events import mqtt as mqtt_events
 from edgefuse.vision.events.journal import EventJournal, _frame
 from edgefuse.vision.events.mqtt import MqttPublisher
 from tests.needs import optional
@@ -137,3 +140,52 @@ def test_a_broker_that_refuses_the_connection_is_a_clear_error():
 def test_a_wildcard_prefix_is_refused():
     with pytest.raises(InputError, match="has a wildcard"):
         MqttPublisher("127.0.0.1", 1, prefix="cams/#")
+
+
+class _SilentBroker:
+    """Accepts the MQTT session (CONNACK) and every PUBLISH, and acknowledges none: what a
+    broker whose PUBACKs are lost looks like to the publisher."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.publishes = 0
+        self.changed = threading.Condition()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection, connection.makefile("rb") as stream:
+            while header := stream.read(1):
+                length, shift = 0, 0
+                while True:  # MQTT's variable-length "remaining length"
+                    byte = stream.read(1)[0]
+                    length |= (byte & 0x7F) << shift
+                    shift += 7
+                    if not byte & 0x80:
+                        break
+                stream.read(length)
+                kind = header[0] >> 4
+                if kind == 1:  # CONNECT
+                    connection.sendall(b"\x20\x02\x00\x00")
+                elif kind == 3:  # PUBLISH
+                    with self.changed:
+                        self.publishes += 1
+                        self.changed.notify_all()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_an_event_the_broker_never_acknowledged_stays_in_the_outbox(monkeypatch, closing):
+    monkeypatch.setattr(mqtt_events, "PUBACK_WAIT_S", 0.2)
+    broker = _SilentBroker()
+    closing(broker)
+    publisher = MqttPublisher("127.0.0.1", broker.port)
+    closing(publisher)
+    publisher.publish(_event(0))
+    with broker.changed:  # sent, not acknowledged, sent again
+        assert broker.changed.wait_for(lambda: broker.publishes >= 2, 20)
+    assert publisher.published == 0 and len(publisher.outbox) == 1
+    assert publisher.close(timeout=0) == 1
+    assert publisher.outbox.dropped_by == {"undelivered-at-exit": 1}
