@@ -350,6 +350,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                    "--model", args.model, "--backend", "cpu", "--threads", "1",
                    "--stats-every", "0"], env, work / "app.log")
         injected: dict[str, int] = dict.fromkeys(FAULTS, 0)
+        harness_errors: list[str] = []
         skipped = {}
         if not real_disk:
             skipped["disk-full"] = "not root: no tmpfs to fill (no quota trick stands in)"
@@ -379,9 +380,12 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                         f == "hangup" and (hangups >= args.hangups or late))]
                     fault = enabled[cycle % len(enabled)]
                     cycle += 1
-                    inject(fault, args, cameras=cameras, broker=broker, app=app,
-                           card_dir=work / "card", clock_file=clock_file, cycle=cycle,
-                           serve=serve)
+                    try:
+                        inject(fault, args, cameras=cameras, broker=broker, app=app,
+                               card_dir=work / "card", clock_file=clock_file, cycle=cycle,
+                               serve=serve)
+                    except (OSError, RuntimeError) as exc:  # the harness's, not the app's
+                        harness_errors.append(f"{fault}: {exc}")
                     injected[fault] += 1
                     if fault == "hangup":
                         hangups += 1
@@ -403,6 +407,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             shutil.copy(work / "app.log", args.out.with_suffix(".log"))
         result = report(args, app, cameras, subscriber, delivered_seen, injected, skipped,
                         real_disk, faketime)
+        result["harness_errors"] = harness_errors
     shutil.rmtree(work, ignore_errors=True)
     return result
 
@@ -517,6 +522,7 @@ def render(result: dict[str, Any]) -> str:
              f"{s['disk']}, clock {s['clock']}",
              "faults injected: " + ", ".join(f"{k} {v}" for k, v in result["faults"].items())]
     lines += [f"  not injected: {k}: {why}" for k, why in result["faults_not_injected"].items()]
+    lines += [f"  harness error: {error}" for error in result.get("harness_errors", [])]
     lines.append(f"\n{'run':<4} {'ended by':<9} {'exit':>4} {'start s':>7} {'s':>6} "
                  f"{'RSS MB':>13} "
                  f"{'growth':>7} {'threads':>8} {'fds':>8} {'emitted':>7} {'deliv':>6} "

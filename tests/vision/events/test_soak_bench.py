@@ -32,6 +32,7 @@ def test_two_minutes_of_faults_keep_memory_flat_and_every_event_accounted_for(tm
                       "3", "--hangups", "1", "--warmup", "20", "--no-records",
                       "--out", str(out), "--work", str(tmp_path)]) == 0
     result = json.loads(out.read_text())
+    assert result["harness_errors"] == []
     injected = result["faults"]
     assert injected["camera-drop"] and injected["broker-restart"] and injected["hangup"] == 1
     assert injected["disk-full"] or "disk-full" in result["faults_not_injected"]
