@@ -29,9 +29,6 @@ from edgefuse.vision.events.journal import EventJournal
 
 log = logging.getLogger(__name__)
 
-DROP_REASONS = ("outbox-full", "journal-full", "journal-error", "journal-torn",
-                "undelivered-at-exit")
-
 
 class Outbox:
     def __init__(self, capacity: int, journal: EventJournal | None = None) -> None:
@@ -57,16 +54,11 @@ class Outbox:
         with self._changed:
             return sum(self.dropped_by.values())
 
-    @property
-    def journalled(self) -> int:
-        """Events waiting in the journal (not yet back in memory)."""
-        with self._changed:
-            return len(self._journal) if self._journal is not None else 0
-
     def counts(self) -> dict[str, Any]:
         """``accepted``, ``carried`` (from the last run's journal), ``queued`` (memory and
         journal), ``journalled``, ``dropped`` by reason: at any moment accepted + carried =
-        delivered + dropped + queued."""
+        delivered + dropped + queued, the ``journal-torn`` drops aside (the last run's events,
+        cut off before they could be carried)."""
         with self._changed:
             journalled = len(self._journal) if self._journal is not None else 0
             return {"accepted": self.accepted, "carried": self.carried,
