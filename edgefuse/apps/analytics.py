@@ -10,6 +10,7 @@ Config keys (YAML, each optional; any of ``lines``, ``zones`` or ``events`` turn
     events:
       mqtt: {host: 127.0.0.1, port: 1883, prefix: edgefuse, username: null, password: null}
       webhook: {url: "http://127.0.0.1:8123/api/webhook/cameras"}
+      journal: {dir: /var/lib/edgefuse/cams/events, max_mb: 64}   # or DIR, or false
     event_media: out/events          # a snapshot per line crossing / zone entry (--event-media)
     #   or {dir: out/events, max_age_h: 168, max_mb: 2000}: retention by age and total size
     clips: {pre_s: 3, post_s: 5}     # and a clip around each (needs event_media and PyAV)
@@ -20,8 +21,14 @@ With several streams (``sources:``), a stream's own ``lines:``/``zones:`` replac
 otherwise apply to every stream; each stream gets its own tracker and counts (``wrap``). A
 stream's source going down, coming up or being lost is the event ``stream_down`` /
 ``stream_up`` / ``stream_lost`` (``stream_state``), published and journalled like the others.
-With ``event_media``, each line crossing and zone entry carries ``snapshot`` and, with ``clips``,
-is followed by ``clip_ready`` (``edgefuse.vision.media.event_media`` says what they hold).
+Events past a publisher's memory bound (``capacity``) spill to its journal on disk
+(``<dir>/mqtt.journal``, ``<dir>/webhook.journal``, each at most ``max_mb``), which also keeps
+what is undelivered across a restart (``edgefuse.vision.events.outbox``). The journal is on by
+default under the service's state folder (``$STATE_DIRECTORY/events``: systemd sets it for the
+unit ``edgefuse build`` writes); elsewhere it is on only when asked for; ``journal: false`` turns
+it off. With ``event_media``, each line crossing and zone entry carries ``snapshot`` and, with
+``clips``, is followed by ``clip_ready`` (``edgefuse.vision.media.event_media`` says what they
+hold).
 
 Every run keeps a ``LiveState`` (``state``), served or not: each stream's frames, source state
 and end feed it (a ``LiveSink`` per stream, which encodes frames only when the page is served),
@@ -50,6 +57,7 @@ from edgefuse.vision.analytics.anchors import ANCHORS
 from edgefuse.vision.analytics.line import LineCounter
 from edgefuse.vision.analytics.task import Tracked
 from edgefuse.vision.analytics.zone import Zone
+from edgefuse.vision.events.journal import EventJournal
 from edgefuse.vision.events.mqtt import MqttPublisher
 from edgefuse.vision.events.webhook import WebhookPublisher
 from edgefuse.vision.media.clips import ClipOptions
@@ -64,6 +72,7 @@ from edgefuse.vision.track.byte_tracker import ByteTracker, TrackerOptions
 
 _REF = Ref.BAD_CONFIG
 TOKEN_VARIABLE = "EDGEFUSE_SERVE_TOKEN"
+JOURNAL_MAX_MB = 64.0  # per publisher: some 300k events of ~200 bytes, hours of a busy gate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +82,7 @@ class AnalyticsConfig:
     zones: tuple[dict[str, Any], ...] = ()
     mqtt: dict[str, Any] | None = None
     webhook: dict[str, Any] | None = None
+    journal: dict[str, Any] | None = None  # {"dir": folder, "max_bytes": per publisher}
     serve: tuple[str, int] | None = None
     serve_token: str | None = None
     media: EventMediaOptions | None = None
@@ -110,8 +120,10 @@ def check_zones(value: Any, key: str, where: str) -> tuple[dict[str, Any], ...]:
 
 def check_events(value: Any, key: str, where: str) -> dict[str, Any]:
     data = rec.check_mapping(value, f"{where} '{key}'", _REF)
-    rec.check_keys(data, ["mqtt", "webhook"], f"{where} '{key}'", _REF)
+    rec.check_keys(data, ["mqtt", "webhook", "journal"], f"{where} '{key}'", _REF)
     out: dict[str, Any] = {}
+    if "journal" in data:
+        out["journal"] = _journal(data["journal"], f"{key}.journal", where)
     if data.get("mqtt") is not None:
         mqtt = dict(rec.check_mapping(data["mqtt"], f"{where} '{key}.mqtt'", _REF))
         rec.check_keys(mqtt, ["host", "port", "prefix", "username", "password", "capacity"],
@@ -129,6 +141,35 @@ def check_events(value: Any, key: str, where: str) -> dict[str, Any]:
             raise rec.bad(f"'{key}.webhook.url' must be a URL", where, _REF)
         out["webhook"] = hook
     return out
+
+
+def _journal(value: Any, key: str, where: str) -> dict[str, Any] | None:
+    """``DIR``, ``{dir: DIR, max_mb: MB}`` or false (no journal)."""
+    if value is False or value is None:
+        return None
+    data = {"dir": value} if isinstance(value, (str, os.PathLike)) else dict(
+        rec.check_mapping(value, f"{where} '{key}'", _REF))
+    rec.check_keys(data, ["dir", "max_mb"], f"{where} '{key}'", _REF)
+    folder = data.get("dir")
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+        raise rec.bad(f"'{key}.dir' must name the folder for the events' journals", where, _REF,
+                      hint=f"for example {key}: {{dir: /var/lib/edgefuse/events, max_mb: 64}}")
+    max_mb = rec.number(data.get("max_mb", JOURNAL_MAX_MB), f"{key}.max_mb", where, _REF, low=0)
+    if max_mb < 0.001:
+        raise rec.bad(f"'{key}.max_mb' must be at least 0.001 (1 kB), got {max_mb!r}", where,
+                      _REF, hint=f"set {key}: false for no journal")
+    return {"dir": os.fspath(folder), "max_bytes": int(max_mb * 1_000_000)}
+
+
+def default_journal(events: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The journal the config asks for, else the service's default: ``$STATE_DIRECTORY/events``
+    when systemd gave the unit a state folder (its first, when it gave several)."""
+    if "journal" in events:
+        return events["journal"]
+    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if not state:
+        return None
+    return {"dir": os.path.join(state, "events"), "max_bytes": int(JOURNAL_MAX_MB * 1_000_000)}
 
 
 def check_serve(value: Any, key: str, where: str) -> tuple[str, int] | None:
@@ -205,6 +246,8 @@ def of(config: Any) -> AnalyticsConfig:
     return AnalyticsConfig(media=media_options(config), track=getattr(config, "track", None),
                            lines=getattr(config, "lines", ()), zones=getattr(config, "zones", ()),
                            mqtt=events.get("mqtt"), webhook=events.get("webhook"),
+                           journal=default_journal(events) if events.get("mqtt")
+                           or events.get("webhook") else None,
                            serve=getattr(config, "serve", None),
                            serve_token=getattr(config, "serve_token", None)
                            or os.environ.get(TOKEN_VARIABLE) or None)
@@ -227,13 +270,17 @@ class AnalyticsSetup:
         self.journals: dict[str, JsonlSink] = {}  # each stream's JSON Lines, for clip_ready
         self.stream_events: collections.Counter[tuple[str, str]] = collections.Counter()
         self._lock = threading.Lock()
+        self.state.event_delivery = self.event_delivery
         try:
             if config.mqtt:
                 mqtt = dict(config.mqtt)
-                self.publishers.append(MqttPublisher(mqtt.pop("host"), **mqtt))
+                self.publishers.append(MqttPublisher(mqtt.pop("host"), **mqtt,
+                                                     journal=_open_journal(config, "mqtt")))
             if config.webhook:
                 hook = dict(config.webhook)
-                self.publishers.append(WebhookPublisher(hook.pop("url"), **hook))
+                self.publishers.append(WebhookPublisher(hook.pop("url"), **hook,
+                                                        journal=_open_journal(config,
+                                                                              "webhook")))
             if config.media is not None:
                 self.media = EventMedia(config.media, self._publish, self.state.recordings)
             if config.serve:
@@ -303,6 +350,27 @@ class AnalyticsSetup:
             journal.note({"stream": event["stream"], "time": event["time"],
                           "mono": event.get("mono"), "events": [event]})
 
+    def event_delivery(self) -> dict[str, dict[str, Any]]:
+        """Per publisher (``mqtt``, ``webhook``): events delivered, queued (of them in the
+        journal) and dropped by reason (``Outbox.counts``)."""
+        return {kind: publisher.stats() for publisher in self.publishers
+                if (kind := _KINDS.get(type(publisher))) is not None}
+
+    def delivery_summary(self) -> list[str]:
+        """One line per publisher for the run's summary: every event accounted for."""
+        lines = []
+        for kind, stats in self.event_delivery().items():
+            dropped = sum(stats["dropped"].values())
+            reasons = ", ".join(f"{reason} {count}" for reason, count
+                                in sorted(stats["dropped"].items()))
+            carried = (f" (and {stats['carried']} from the last run's journal)"
+                       if stats["carried"] else "")
+            lines.append(f"events {kind}: {stats['accepted']} emitted{carried}, "
+                         f"{stats['delivered']} "
+                         f"delivered, {stats['queued']} queued ({stats['journalled']} in the "
+                         f"journal), {dropped} dropped" + (f" ({reasons})" if reasons else ""))
+        return lines
+
     def close(self) -> None:
         if self.media is not None:
             self.media.close()
@@ -310,6 +378,21 @@ class AnalyticsSetup:
             publisher.close()
         if self.server is not None:
             self.server.stop()
+
+
+_KINDS = {MqttPublisher: "mqtt", WebhookPublisher: "webhook"}
+
+
+def _open_journal(config: AnalyticsConfig, kind: str) -> EventJournal | None:
+    if config.journal is None:
+        return None
+    path = Path(config.journal["dir"]) / f"{kind}.journal"
+    try:
+        return EventJournal(path, config.journal["max_bytes"])
+    except OSError as exc:
+        raise InputError(f"cannot open the events' journal {path}: {exc.strerror or exc}",
+                         hint="check events.journal.dir (a folder the app may write), or set "
+                         "events.journal: false", reference=_REF) from exc
 
 
 def _list(value: Any, key: str, where: str) -> list[Any]:

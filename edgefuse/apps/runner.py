@@ -303,6 +303,8 @@ def print_summary(summary: MultiSummary, plans: list[StreamPlan], streams: list[
     if extras.stream_events:
         print("stream events: " + ", ".join(f"{stream} {kind} {count}" for (stream, kind), count
                                             in sorted(extras.stream_events.items())))
+    for line in extras.delivery_summary():  # every event delivered, queued or counted dropped
+        print(line)
     for stream in streams:  # last: what each stream counted
         tally = next((sink for sink in stream.sinks if isinstance(sink, Tally)), None)
         if tally is not None and tally.line():

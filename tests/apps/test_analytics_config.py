@@ -31,6 +31,9 @@ def test_lines_and_zones_are_checked_and_kept():
      "color"),
     (analytics.check_events, {"mqtt": {"port": 1883}}, "must name the broker"),
     (analytics.check_events, {"mqtt": {"host": "h", "port": 70000}}, "port"),
+    (analytics.check_events, {"journal": {"max_mb": 5}}, r"'events.journal.dir' must name"),
+    (analytics.check_events, {"journal": {"dir": "j", "max_mb": 0}}, "at least 0.001"),
+    (analytics.check_events, {"journal": {"dir": "j", "max_bytes": 5}}, "max_bytes"),
     (analytics.check_serve, "localhost:http", "HOST:PORT"),
     (analytics.check_track, {"track_thresh": 0.2, "low_thresh": 0.5}, "low_thresh"),
 ])
@@ -45,3 +48,16 @@ def test_serve_takes_host_port_or_port():
     assert analytics.check_serve("0.0.0.0:9000", "serve", "") == ("0.0.0.0", 9000)
     assert analytics.check_serve(8080, "serve", "") == ("127.0.0.1", 8080)
     assert analytics.check_serve("[::1]:8080", "serve", "") == ("::1", 8080)
+
+
+def test_the_events_journal_is_on_by_default_only_under_a_service_state_folder(monkeypatch):
+    events = analytics.check_events({"mqtt": {"host": "h"}}, "events", "cfg.yaml")
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    assert analytics.default_journal(events) is None
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/edgefuse/cams:/var/lib/other")
+    assert analytics.default_journal(events) == {"dir": "/var/lib/edgefuse/cams/events",
+                                                 "max_bytes": 64_000_000}
+    off = analytics.check_events({"mqtt": {"host": "h"}, "journal": False}, "events", "")
+    assert analytics.default_journal(off) is None
+    asked = analytics.check_events({"journal": "/data/ev"}, "events", "")
+    assert analytics.default_journal(asked) == {"dir": "/data/ev", "max_bytes": 64_000_000}

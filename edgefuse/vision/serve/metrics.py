@@ -7,7 +7,10 @@ decodable picture, a file's frames lost to truncation), ``edgefuse_stream_up``,
 ``edgefuse_stream_state{state}`` (1 for the stream's state, 0 for the others: Prometheus' enum
 pattern), ``edgefuse_line_crossings_total
 {line,direction,class}``, ``edgefuse_zone_occupancy{zone,class}``, ``edgefuse_zone_entries_total
-{zone,class}``. A custom collector rather than counters incremented along the way: the numbers
+{zone,class}``; per event publisher (``mqtt``, ``webhook``): ``edgefuse_events_emitted_total``
+(this run), ``edgefuse_events_delivered_total``, ``edgefuse_events_queued`` (memory and disk
+journal), ``edgefuse_events_dropped_total{reason}``.
+A custom collector rather than counters incremented along the way: the numbers
 are the ones the pipeline already keeps, so the page, the JSON Lines and the scrape cannot
 disagree. A stream that ended or was lost has ``edgefuse_stream_up 0`` and no ``edgefuse_fps`` or
 latency series (its last rate would read as a rate it still has); its counters stay.
@@ -38,6 +41,7 @@ def registry_for(state: LiveState) -> Any:
         def collect(self) -> Iterator[Any]:
             yield from _families(core, state.snapshot())
             yield from _recording_families(core, state.recordings)
+            yield from _event_families(core, state.event_delivery())
 
     registry.register(_Collector())
     return registry
@@ -115,3 +119,22 @@ def _recording_families(core: Any, recordings: Recordings) -> Iterator[Any]:
         if available >= 0:
             free.add_metric([path], available)
     yield from (errors, recording, free)
+
+
+def _event_families(core: Any, delivery: dict[str, dict[str, Any]]) -> Iterator[Any]:
+    """The publishers' counts: every event emitted is delivered, queued or dropped (reason)."""
+    emitted = core.CounterMetricFamily("edgefuse_events_emitted", "events handed to the "
+                                       "publisher by this run", labels=["publisher"])
+    delivered = core.CounterMetricFamily("edgefuse_events_delivered", "events the receiver "
+                                         "acknowledged", labels=["publisher"])
+    queued = core.GaugeMetricFamily("edgefuse_events_queued", "events waiting, in memory and "
+                                    "in the disk journal", labels=["publisher"])
+    dropped = core.CounterMetricFamily("edgefuse_events_dropped", "events given up, by reason",
+                                       labels=["publisher", "reason"])
+    for publisher, stats in delivery.items():
+        emitted.add_metric([publisher], stats["accepted"])
+        delivered.add_metric([publisher], stats["delivered"])
+        queued.add_metric([publisher], stats["queued"])
+        for reason, count in stats["dropped"].items():
+            dropped.add_metric([publisher, reason], count)
+    yield from (emitted, delivered, queued, dropped)

@@ -80,6 +80,8 @@ class LiveState:
         self._events: collections.deque[tuple[int, dict[str, Any]]] = collections.deque(
             maxlen=events_kept)
         self._sequence = itertools.count(1)
+        # the event publishers' delivery counts, per publisher (AnalyticsSetup.event_delivery)
+        self.event_delivery: Callable[[], dict[str, dict[str, Any]]] = dict
 
     @property
     def streams(self) -> list[str]:

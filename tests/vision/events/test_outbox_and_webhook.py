@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from edgefuse.errors import InputError
+from edgefuse.vision.events.journal import EventJournal
 from edgefuse.vision.events.outbox import Outbox
 from edgefuse.vision.events.webhook import WebhookPublisher
 
@@ -105,6 +106,29 @@ def test_webhook_drops_an_event_the_receiver_rejects_and_goes_on():
     receiver.shutdown()
     assert [(status, body["n"]) for status, body in receiver.bodies] == [(400, 0), (200, 1)]
     assert publisher.rejected == 1 and publisher.delivered == 1
+
+
+def test_webhook_events_wait_in_the_journal_across_a_restart(tmp_path):
+    """A receiver that fails every call; the app stops with the events spilled to the journal;
+    the next run, with the receiver healthy, delivers them first and in order."""
+    failing = _Receiver([503] * 1000)
+    path = tmp_path / "webhook.journal"
+    first = WebhookPublisher(failing.url, capacity=2, journal=EventJournal(path, 10_000))
+    for n in range(6):
+        first.publish({"type": "zone_entered", "n": n})
+    with failing.changed:
+        assert failing.changed.wait_for(lambda: failing.bodies, 30)  # it was tried
+    assert first.close(timeout=0) == 6
+    failing.shutdown()
+    assert first.stats() == {"delivered": 0, "accepted": 6, "carried": 0, "queued": 6,
+                             "journalled": 6, "dropped": {}}  # all of them are on disk
+    healthy = _Receiver([])
+    second = WebhookPublisher(healthy.url, capacity=2, journal=EventJournal(path, 10_000))
+    second.publish({"type": "zone_entered", "n": 6})
+    assert second.close(timeout=30) == 0
+    healthy.shutdown()
+    assert [body["n"] for _, body in healthy.bodies] == list(range(7))
+    assert second.stats()["carried"] == 6 and second.delivered == 7
 
 
 def test_a_webhook_url_that_is_not_http_is_refused():

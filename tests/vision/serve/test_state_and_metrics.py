@@ -76,6 +76,20 @@ def test_metrics_render_counts_stats_and_health():
         metrics.registry_for(state)).decode()
 
 
+def test_metrics_account_for_every_event_of_each_publisher():
+    optional("prometheus_client")
+    state = LiveState(["gate"])
+    state.event_delivery = lambda: {"mqtt": {"accepted": 13, "delivered": 7, "queued": 3,
+                                             "dropped": {
+        "journal-full": 2, "journal-torn": 1}}}
+    text = metrics.render(metrics.registry_for(state)).decode()
+    assert 'edgefuse_events_emitted_total{publisher="mqtt"} 13.0' in text
+    assert 'edgefuse_events_delivered_total{publisher="mqtt"} 7.0' in text
+    assert 'edgefuse_events_queued{publisher="mqtt"} 3.0' in text
+    assert 'edgefuse_events_dropped_total{publisher="mqtt",reason="journal-full"} 2.0' in text
+    assert 'edgefuse_events_dropped_total{publisher="mqtt",reason="journal-torn"} 1.0' in text
+
+
 def test_a_stream_goes_through_its_states_and_the_health_follows():
     clock = _Clock()
     state = LiveState(["cam"], stall_s=5.0, clock=clock)
