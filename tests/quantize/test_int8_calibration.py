@@ -1,0 +1,118 @@
+"""quantize --int8: the calibration folder ATC's --compression_optimize_conf reads, written from
+real photos through the model's preprocessing, and every refusal."""
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+import pytest
+
+from edgefuse.cli.main import main
+from edgefuse.errors import InputError
+from edgefuse.preprocess import Preprocess
+from edgefuse.quantize.int8 import read_int8_calibration, write_int8_calibration
+from tests.quantize.graphs import conv_net, make_model, node
+
+pytestmark = pytest.mark.ort
+
+PHOTOS = Path(__file__).parents[1] / "vision" / "photos"
+STRETCH = Preprocess(size=(8, 8), resize="stretch", layout="NCHW", scale=1 / 255)
+
+
+def _photos() -> list[Path]:
+    return sorted(p for p in PHOTOS.iterdir() if p.suffix == ".jpg")
+
+
+def test_bins_hold_the_photos_through_the_preprocessing_stacked_on_the_batch_axis(tmp_path):
+    out = tmp_path / "net.int8"
+    written = write_int8_calibration(conv_net(), out, inputs=PHOTOS, preprocess=STRETCH,
+                                     keep_fp16=["conv1"])
+    photos = _photos()
+    # The reference: each photo decoded by OpenCV and run through the same record, in name order.
+    expected = np.concatenate([STRETCH(cv2.imread(str(p)))[0] for p in photos], axis=0)
+    assert expected.shape == (len(photos), 3, 8, 8)
+    data = np.fromfile(out / "input0.bin", dtype=np.float32)
+    np.testing.assert_array_equal(data.reshape(expected.shape), expected)
+    assert written.samples == len(photos)
+    assert (out / "compression_optimize.cfg").read_text() == (
+        "calibration:\n{\n"
+        "    input_data_dir: ./input0.bin\n"
+        f"    input_shape: x:{len(photos)},3,8,8\n"
+        "    config_file: ./simple_config.cfg\n"
+        "    infer_soc: Ascend310B4\n"
+        "    log: info\n}\n")
+    simple = (out / "simple_config.cfg").read_text()
+    assert 'skip_layers: "conv1"' in simple and "channel_wise: true" in simple
+    assert "activation_offset: true" in simple
+    record = read_int8_calibration(out)
+    assert record.keep_fp16 == ("conv1",) and record.inputs[0].shape == (len(photos), 3, 8, 8)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["net.int8"]  # no staging left
+
+
+def test_cli_writes_the_folder_and_says_how_to_compile_it(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    onnx.save(conv_net(), model)
+    code = main(["quantize", str(model), "--int8", "--inputs", str(PHOTOS), "-o",
+                 str(tmp_path / "q"), "--keep-fp16", "conv2"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "kept FP16: conv2" in printed and "--int8" in printed
+    assert json.loads((tmp_path / "q" / "int8.json").read_text())["keep_fp16"] == ["conv2"]
+
+
+def test_no_inputs_is_refused_naming_noise(tmp_path):
+    with pytest.raises(InputError, match="random noise") as info:
+        write_int8_calibration(conv_net(), tmp_path / "q", inputs=None)
+    assert info.value.reference == "int8-needs-real-inputs"
+    assert not (tmp_path / "q").exists()
+
+
+def test_unknown_layer_is_refused_with_a_suggestion(tmp_path):
+    with pytest.raises(InputError, match="no quantizable layer named 'conv3'.*conv1|conv2"):
+        write_int8_calibration(conv_net(), tmp_path / "q", inputs=PHOTOS, preprocess=STRETCH,
+                               keep_fp16=["conv3"])
+    assert not (tmp_path / "q").exists()
+
+
+def test_a_layer_int8_does_not_quantize_is_refused(tmp_path):
+    with pytest.raises(InputError, match="'relu1' is a Relu node"):
+        write_int8_calibration(conv_net(), tmp_path / "q", inputs=PHOTOS, preprocess=STRETCH,
+                               keep_fp16=["relu1"])
+
+
+def test_samples_of_the_wrong_shape_are_refused(tmp_path):
+    np.savez(tmp_path / "s.npz", x=np.zeros((1, 3, 16, 16), np.float32))
+    with pytest.raises(InputError, match="x"):
+        write_int8_calibration(conv_net(), tmp_path / "q", inputs=tmp_path / "s.npz")
+    assert not (tmp_path / "q").exists()
+
+
+def test_an_input_name_that_breaks_input_shape_is_refused(tmp_path):
+    model = make_model([node("Relu", ["in:0"], ["y"], name="r")], {"in:0": [1, 3]},
+                       {"y": [1, 3]})
+    with pytest.raises(InputError, match="separator"):
+        write_int8_calibration(model, tmp_path / "q", inputs={"in:0": np.ones((1, 3), "f4")})
+
+
+def test_an_existing_folder_is_refused_untouched(tmp_path):
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "mine").write_text("keep")
+    with pytest.raises(InputError, match="already exists"):
+        write_int8_calibration(conv_net(), tmp_path / "q", inputs=PHOTOS, preprocess=STRETCH)
+    assert (tmp_path / "q" / "mine").read_text() == "keep"
+
+
+def test_a_truncated_bin_is_refused_on_read(tmp_path):
+    out = tmp_path / "q"
+    write_int8_calibration(conv_net(), out, inputs=PHOTOS, preprocess=STRETCH)
+    data = (out / "input0.bin").read_bytes()
+    (out / "input0.bin").write_bytes(data[:-4])
+    with pytest.raises(InputError, match="input0.bin.*not"):
+        read_int8_calibration(out)
+
+
+def test_cli_refuses_both_or_no_precision(tmp_path, capsys):
+    assert main(["quantize", "m.onnx", "-o", str(tmp_path / "o"), "--int8", "--fp16"]) == 2
+    assert "choose one target precision" in capsys.readouterr().err
