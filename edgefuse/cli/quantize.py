@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-fp16", nargs="+", default=[], metavar="LAYER",
                         help="with --int8: ONNX node names of Conv/Gemm/MatMul layers to leave "
                         "unquantized (FP16 on the board)")
+    parser.add_argument("--emulate", action="store_true",
+                        help="with --int8: also write host_int8.qdq.onnx, the host emulation of "
+                        "the board's INT8 (ONNX Runtime QDQ), for verify --per-layer")
     parser.add_argument("--soc", default=DEFAULT_INFER_SOC,
                         help=f"with --int8: the chip ATC calibrates on (default "
                         f"{DEFAULT_INFER_SOC})")
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_int8(args: argparse.Namespace) -> int:
     written = write_int8_calibration(
         args.model, args.output, inputs=args.inputs, keep_fp16=args.keep_fp16,
-        infer_soc=args.soc, preprocess=args.preprocess,
+        infer_soc=args.soc, preprocess=args.preprocess, emulate=args.emulate,
     )
     shapes = "; ".join(f"{i.name}: {list(i.shape)}" for i in written.inputs)
     kept = ", ".join(written.keep_fp16) or "none"
@@ -107,4 +110,7 @@ def _run_int8(args: argparse.Namespace) -> int:
           f"kept FP16: {kept}; calibrated on {written.infer_soc}")
     print(f"wrote {args.output}/ (compile it with: edgefuse compile {args.model} "
           f"--soc {written.infer_soc} -o BUILD --int8 {args.output})")
+    if written.emulated is not None:
+        print(f"host emulation of INT8 (a prediction until a board confirms it): edgefuse verify "
+              f"{args.model} {args.output}/{written.emulated} --per-layer")
     return 0

@@ -61,6 +61,7 @@ from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.preprocess import Preprocess
+from edgefuse.quantize.int8_emulate import EMULATED_MODEL, emulate_int8
 from edgefuse.reference.feeds import FeedSource, calibration_preprocess, feed_set, input_specs
 
 COMPRESSION_CONFIG = "compression_optimize.cfg"
@@ -95,6 +96,7 @@ class Int8Calibration:
     infer_soc: str
     samples: int
     source: str
+    emulated: str | None = None  # the host emulation's QDQ model, in the folder
 
     def to_json(self) -> dict:
         return {
@@ -106,6 +108,10 @@ class Int8Calibration:
             "samples": self.samples,
             "source": self.source,
             "compression_config": COMPRESSION_CONFIG,
+            "host_emulation": None if self.emulated is None else {
+                "model": self.emulated,
+                "note": "ONNX Runtime QDQ with calibration min/max (CANN searches clipping "
+                        "ranges with IFMR): a prediction until a board confirms it"},
             "simple_config": SIMPLE_CONFIG,
             "scheme": {"weights": "int8, symmetric, per output channel (ARQ, channel_wise)",
                        "activations": "int8, per tensor, with an offset (IFMR)"},
@@ -120,12 +126,15 @@ def write_int8_calibration(
     keep_fp16: Sequence[str] = (),
     infer_soc: str = DEFAULT_INFER_SOC,
     preprocess: Preprocess | str | os.PathLike[str] | None = None,
+    emulate: bool = False,
 ) -> Int8Calibration:
     """Write ``output_dir``: one ``input<i>.bin`` per model input (float32, the samples stacked on
     the batch axis), ``simple_config.cfg`` (``keep_fp16`` as ``skip_layers``),
     ``compression_optimize.cfg`` (paths relative to the folder: run ATC from inside it) and
     ``int8.json`` (what ``compile --int8`` reads). Written into a temporary folder beside it and
     renamed into place: an existing ``output_dir`` is refused, nothing half-written is left.
+    With ``emulate``, also ``host_int8.qdq.onnx``: the host emulation of the board's INT8
+    (``int8_emulate``), for ``verify MODEL FOLDER/host_int8.qdq.onnx --per-layer``.
     """
     if inputs is None:
         raise InputError(
@@ -171,7 +180,10 @@ def write_int8_calibration(
             entries.append(CalibrationInput(name, file, tuple(array.shape)))
         result = Int8Calibration(out, tuple(entries), keep, soc, len(feeds),
                                  str(inputs) if isinstance(inputs, (str, os.PathLike))
-                                 else "in-memory")
+                                 else "in-memory", EMULATED_MODEL if emulate else None)
+        if emulate:
+            emulated = emulate_int8(loaded, feeds, op_types=QUANTIZABLE_OP_TYPES, keep_fp16=keep)
+            onnx.save(emulated, staging / EMULATED_MODEL)
         (staging / SIMPLE_CONFIG).write_text(simple_config_text(keep), encoding="utf-8")
         (staging / COMPRESSION_CONFIG).write_text(
             compression_config_text(result.inputs, soc, prefix="./"), encoding="utf-8")
@@ -240,6 +252,7 @@ def read_int8_calibration(folder: str | os.PathLike[str]) -> Int8Calibration:
         keep = tuple(str(n) for n in record["keep_fp16"])
         soc, samples, source = str(record["infer_soc"]), int(record["samples"]), \
             str(record["source"])
+        emulated = (record.get("host_emulation") or {}).get("model")
     except (ValueError, KeyError, TypeError) as exc:
         raise InputError(f"'{record_path}' cannot be read: {exc}",
                          reference=Ref.BAD_CALIBRATION_FOLDER) from exc
@@ -258,7 +271,7 @@ def read_int8_calibration(folder: str | os.PathLike[str]) -> Int8Calibration:
     if not (path / SIMPLE_CONFIG).is_file():
         raise InputError(f"'{path / SIMPLE_CONFIG}' is missing",
                          reference=Ref.BAD_CALIBRATION_FOLDER)
-    return Int8Calibration(path, entries, keep, soc, samples, source)
+    return Int8Calibration(path, entries, keep, soc, samples, source, emulated)
 
 
 def quantizable_layers(model: onnx.ModelProto) -> dict[str, str]:

@@ -13,6 +13,7 @@ from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 from edgefuse.preprocess import Preprocess
 from edgefuse.quantize.int8 import read_int8_calibration, write_int8_calibration
+from edgefuse.verify.layers import compare_layers
 from tests.quantize.graphs import conv_net, make_model, node
 
 pytestmark = pytest.mark.ort
@@ -116,3 +117,50 @@ def test_a_truncated_bin_is_refused_on_read(tmp_path):
 def test_cli_refuses_both_or_no_precision(tmp_path, capsys):
     assert main(["quantize", "m.onnx", "-o", str(tmp_path / "o"), "--int8", "--fp16"]) == 2
     assert "choose one target precision" in capsys.readouterr().err
+
+
+def _initializer(model, name):
+    return next(onnx.numpy_helper.to_array(i) for i in model.graph.initializer if i.name == name)
+
+
+def _dequantize_of(model, weight_name):
+    """(int8 values, scale, zero point) of the DequantizeLinear that restores ``weight_name``."""
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear" and n.output[0].startswith(weight_name):
+            return [_initializer(model, i) for i in n.input]
+    raise AssertionError(f"no DequantizeLinear for {weight_name}")
+
+
+def test_the_host_emulation_quantizes_as_the_simple_config_asks(tmp_path):
+    out = tmp_path / "q"
+    written = write_int8_calibration(conv_net(), out, inputs=PHOTOS, preprocess=STRETCH,
+                                     keep_fp16=["conv2"], emulate=True)
+    assert written.emulated == "host_int8.qdq.onnx"
+    emulated = onnx.load(out / written.emulated)
+    # Weights: INT8, symmetric (zero point 0), one scale per output channel = max|w_c| / 127.
+    weights = _initializer(conv_net(), "w1")
+    values, scale, zero = _dequantize_of(emulated, "w1")
+    np.testing.assert_allclose(scale, np.abs(weights).reshape(8, -1).max(axis=1) / 127,
+                               rtol=1e-6)
+    assert values.dtype == np.int8 and not zero.any()
+    # The kept layer reads its weights as they are: no DequantizeLinear restores w2.
+    with pytest.raises(AssertionError, match="no DequantizeLinear for w2"):
+        _dequantize_of(emulated, "w2")
+    # Activations: per tensor with an offset (uint8), from the calibration data's range.
+    calibration = np.fromfile(out / "input0.bin", np.float32)
+    x_scale = next(_initializer(emulated, n.input[1]) for n in emulated.graph.node
+                   if n.op_type == "QuantizeLinear" and n.input[0] == "x")
+    assert x_scale.shape == () and x_scale == pytest.approx(
+        (calibration.max() - min(calibration.min(), 0)) / 255, rel=1e-6)
+    assert json.loads((out / "int8.json").read_text())["host_emulation"]["model"] == \
+        "host_int8.qdq.onnx"
+
+
+def test_verify_per_layer_shows_each_layers_int8_error(tmp_path):
+    out = tmp_path / "q"
+    write_int8_calibration(conv_net(), out, inputs=PHOTOS, preprocess=STRETCH, emulate=True)
+    sample = STRETCH(cv2.imread(str(_photos()[0])))[0]
+    layers = compare_layers(conv_net(), onnx.load(out / "host_int8.qdq.onnx"), {"x": sample})
+    by_tensor = {row.tensor: row for row in layers.rows}
+    first = by_tensor["c1"].accumulated
+    assert 0.99 < first.cosine < 1.0 and first.max_abs_error > 0  # rounded, and close
