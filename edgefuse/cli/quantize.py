@@ -100,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_int8(args: argparse.Namespace) -> int:
+    fp16_only = [flag for flag, given in (("--report", args.report),
+                                          ("--keep-io-types", args.keep_io_types)) if given]
+    if fp16_only:
+        raise InputError(f"{', '.join(fp16_only)} appl{'ies' if len(fp16_only) == 1 else 'y'} "
+                         "to --fp16 only",
+                         hint="--int8 writes its record in the output folder (int8.json)",
+                         reference=Ref.BAD_USAGE)
     written = write_int8_calibration(
         args.model, args.output, inputs=args.inputs, keep_fp16=args.keep_fp16,
         infer_soc=args.soc, preprocess=args.preprocess, emulate=args.emulate,

@@ -26,6 +26,8 @@ import numpy as np
 import onnx
 from onnxruntime import quantization
 
+from edgefuse._quiet import quiet_logger
+
 EMULATED_MODEL = "host_int8.qdq.onnx"
 
 
@@ -36,18 +38,26 @@ def emulate_int8(model: onnx.ModelProto, samples: Sequence[dict[str, np.ndarray]
     with tempfile.TemporaryDirectory(prefix="edgefuse-int8-") as folder:
         source, target = Path(folder) / "fp32.onnx", Path(folder) / "qdq.onnx"
         onnx.save(model, source)
-        quantization.quantize_static(
-            str(source), str(target), _Samples(samples),
-            quant_format=quantization.QuantFormat.QDQ,
-            op_types_to_quantize=sorted(op_types),
-            nodes_to_exclude=list(keep_fp16),
-            per_channel=True,
-            activation_type=quantization.QuantType.QUInt8,
-            weight_type=quantization.QuantType.QInt8,
-            calibrate_method=quantization.CalibrationMethod.MinMax,
-            extra_options={"WeightSymmetric": True, "ActivationSymmetric": False},
-        )
+        # quantize_static logs on the root logger that the model could be "pre-processed"
+        # (its own shape inference): a note about its internals, nothing the user can act on.
+        with quiet_logger("root"):
+            _quantize_static(source, target, samples, op_types, keep_fp16)
         return onnx.load(target)
+
+
+def _quantize_static(source: Path, target: Path, samples: Sequence[dict[str, np.ndarray]],
+                     op_types: Collection[str], keep_fp16: Sequence[str]) -> None:
+    quantization.quantize_static(
+        str(source), str(target), _Samples(samples),
+        quant_format=quantization.QuantFormat.QDQ,
+        op_types_to_quantize=sorted(op_types),
+        nodes_to_exclude=list(keep_fp16),
+        per_channel=True,
+        activation_type=quantization.QuantType.QUInt8,
+        weight_type=quantization.QuantType.QInt8,
+        calibrate_method=quantization.CalibrationMethod.MinMax,
+        extra_options={"WeightSymmetric": True, "ActivationSymmetric": False},
+    )
 
 
 class _Samples(quantization.CalibrationDataReader):

@@ -164,3 +164,12 @@ def test_verify_per_layer_shows_each_layers_int8_error(tmp_path):
     by_tensor = {row.tensor: row for row in layers.rows}
     first = by_tensor["c1"].accumulated
     assert 0.99 < first.cosine < 1.0 and first.max_abs_error > 0  # rounded, and close
+
+
+def test_cli_refuses_fp16_only_options_with_int8(tmp_path, capsys):
+    model = tmp_path / "net.onnx"
+    onnx.save(conv_net(), model)
+    assert main(["quantize", str(model), "--int8", "--inputs", str(PHOTOS), "-o",
+                 str(tmp_path / "q"), "--report", str(tmp_path / "r.json")]) == 2
+    assert "--report applies to --fp16 only" in capsys.readouterr().err
+    assert not (tmp_path / "q").exists() and not (tmp_path / "r.json").exists()
