@@ -173,3 +173,17 @@ def test_cli_refuses_fp16_only_options_with_int8(tmp_path, capsys):
                  str(tmp_path / "q"), "--report", str(tmp_path / "r.json")]) == 2
     assert "--report applies to --fp16 only" in capsys.readouterr().err
     assert not (tmp_path / "q").exists() and not (tmp_path / "r.json").exists()
+
+
+def test_a_video_calibrates_on_frames_spread_over_it(tmp_path):
+    video = tmp_path / "street.mp4"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), 10, (64, 48))
+    photos = [cv2.resize(cv2.imread(str(p)), (64, 48)) for p in _photos()]
+    for index in range(40):
+        writer.write(photos[index % len(photos)])
+    writer.release()
+    written = write_int8_calibration(conv_net(), tmp_path / "q", inputs=video,
+                                     preprocess=STRETCH)
+    assert written.samples == 16  # VIDEO_FRAMES, spread over the 40 frames
+    data = np.fromfile(tmp_path / "q" / "input0.bin", np.float32).reshape(16, 3, 8, 8)
+    assert 0.0 <= data.min() and data.max() <= 1.0 and data.std() > 0.05  # real frames, 0..1
