@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
                          hint="edgefuse quantize IN.onnx -o OUT.onnx --fp16",
                          reference=Ref.BAD_USAGE)
     if args.fp16 == args.int8:
-        raise InputError("choose one target precision", hint="pass --fp16 or --int8",
+        raise InputError("choose the target precision: one of --fp16, --int8",
+                         hint="pass --fp16 or --int8",
                          reference=Ref.NO_PRECISION)
     if args.int8:
         return _run_int8(args)

@@ -116,7 +116,7 @@ def test_a_truncated_bin_is_refused_on_read(tmp_path):
 
 def test_cli_refuses_both_or_no_precision(tmp_path, capsys):
     assert main(["quantize", "m.onnx", "-o", str(tmp_path / "o"), "--int8", "--fp16"]) == 2
-    assert "choose one target precision" in capsys.readouterr().err
+    assert "choose the target precision: one of --fp16, --int8" in capsys.readouterr().err
 
 
 def _initializer(model, name):
