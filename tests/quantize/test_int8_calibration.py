@@ -187,3 +187,26 @@ def test_a_video_calibrates_on_frames_spread_over_it(tmp_path):
     assert written.samples == 16  # VIDEO_FRAMES, spread over the 40 frames
     data = np.fromfile(tmp_path / "q" / "input0.bin", np.float32).reshape(16, 3, 8, 8)
     assert 0.0 <= data.min() and data.max() <= 1.0 and data.std() > 0.05  # real frames, 0..1
+
+
+def _conv_32() -> onnx.ModelProto:
+    weights = {"w": (np.random.default_rng(0).standard_normal((4, 3, 3, 3)) * 0.3)
+               .astype(np.float32)}
+    return make_model([node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])],
+                      {"x": [1, 3, 32, 32]}, {"y": [1, 4, 32, 32]}, weights)
+
+
+def test_inputs_that_are_only_noise_are_refused_and_photos_pass(tmp_path):
+    noise = tmp_path / "noise"
+    noise.mkdir()
+    rng = np.random.default_rng(0)
+    for index in range(3):
+        np.savez(noise / f"{index}.npz", x=rng.random((1, 3, 32, 32), np.float32))
+    with pytest.raises(InputError, match="look like noise") as info:
+        write_int8_calibration(_conv_32(), tmp_path / "q", inputs=noise)
+    assert info.value.reference == "int8-needs-real-inputs"
+    assert not (tmp_path / "q").exists()
+    photos = Preprocess(size=(32, 32), resize="stretch", layout="NCHW", scale=1 / 255)
+    written = write_int8_calibration(_conv_32(), tmp_path / "q", inputs=PHOTOS,
+                                     preprocess=photos)
+    assert written.samples == len(_photos())
