@@ -114,6 +114,16 @@ class Ref(str, enum.Enum):
     UNKNOWN_KEEP_FP32_ENTRY = (
         "unknown-keep-fp32-entry", "a --keep-fp32 entry is neither a node nor an op type")
     BAD_SEARCH_BUDGET = "bad-search-budget", "the keep-FP32 search has no budget"
+    INT8_NEEDS_REAL_INPUTS = (
+        "int8-needs-real-inputs", "INT8 calibration was given no real inputs (only noise)")
+    BAD_CALIBRATION_INPUTS = (
+        "bad-calibration-inputs", "the INT8 calibration inputs do not fit what ATC reads")
+    BAD_CALIBRATION_FOLDER = (
+        "bad-calibration-folder", "an INT8 calibration folder is incomplete or unreadable")
+    UNKNOWN_KEEP_FP16_LAYER = (
+        "unknown-keep-fp16-layer", "a --keep-fp16 name is not a quantizable layer of the model")
+    INT8_PRECISION_CONFLICT = (
+        "int8-precision-conflict", "INT8 calibration asked with a precision mode CANN forbids")
     OUTPUTS_MISMATCH = "outputs-mismatch", "two models to compare do not have the same outputs"
     UNKNOWN_TASK = "unknown-task", "--task is not classify, detect or segment"
     BAD_TASK_OUTPUT = "bad-task-output", "the output has no shape the task metric can read"

@@ -14,6 +14,7 @@ Examples:
   edgefuse compile resnet18.onnx --soc Ascend310B4 -o build/resnet18
   edgefuse compile yolo.onnx --soc Ascend310B4 -o build/yolo --aipp camera.yaml --dynamic-batch 1,4
   edgefuse compile net.onnx --soc Ascend310B4 -o build/net --keep-fp32-from fp16_report.json
+  edgefuse compile net.onnx --soc Ascend310B4 -o build/net --int8 net.int8  (quantize --int8)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from edgefuse.acl.compile.compile import (
 from edgefuse.acl.compile.precision import NOTHING_KEPT, read_keep_fp32
 from edgefuse.acl.compile.prepare import DEFAULT_TARGET_OPSET
 from edgefuse.acl.compile.soc import KNOWN_SOCS
+from edgefuse.quantize.int8 import read_int8_calibration
 
 logger = logging.getLogger("edgefuse.atc")
 
@@ -72,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-fp32-from", metavar="R.json",
                         help='precision report with {"keep_fp32": {"nodes": [...], '
                         '"op_types": [...]}}: those stay fp32 (--keep_dtype / mix list)')
+    parser.add_argument("--int8", metavar="FOLDER",
+                        help="quantize to INT8 in ATC with this `quantize --int8` calibration "
+                        "folder (--compression_optimize_conf)")
     parser.add_argument("--aipp", metavar="SPEC.yaml",
                         help="preprocessing spec: board-side AIPP (aipp.cfg) from uint8 frames")
     gears = parser.add_mutually_exclusive_group()
@@ -95,7 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     check_outputs_spare_inputs(
         {"BUILD_DIR": args.output},
-        {"model": args.model, "AIPP spec": args.aipp, "precision report": args.keep_fp32_from})
+        {"model": args.model, "AIPP spec": args.aipp, "precision report": args.keep_fp32_from,
+         "INT8 calibration folder": args.int8})
     keep = read_keep_fp32(args.keep_fp32_from) if args.keep_fp32_from else NOTHING_KEPT
     result = compile_model(
         args.model,
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         dynamic_batch=args.dynamic_batch,
         dynamic_image_size=args.dynamic_image_size,
         keep_fp32=keep,
+        int8=read_int8_calibration(args.int8) if args.int8 else None,
         require_atc=args.require_atc,
         atc_timeout=args.atc_timeout,
         opset=args.opset,

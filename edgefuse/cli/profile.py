@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 
 from edgefuse._files import check_distinct_outputs, write_text
 from edgefuse.cli._session_args import add_inputs_argument
@@ -52,7 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add the board's floor on this SoC, a lower bound from its "
                              f"published peaks (SoCs with figures: {', '.join(SOC_PEAKS)})")
     parser.add_argument("--precision", choices=tuple(PRECISION_BYTES), default="fp16",
-                        help="the precision the board runs at, for the floor (default fp16)")
+                        help="the precision the board runs at, for the floor (default fp16); "
+                        "int8: Conv/Gemm/MatMul at the INT8 peak, the rest at the FP16 peak")
+    parser.add_argument("--keep-fp16", nargs="+", default=[], metavar="LAYER",
+                        help="with --precision int8: the layers quantize --int8 kept FP16 "
+                        "(their floor uses the FP16 peak)")
     parser.add_argument("--compare", metavar="OTHER",
                         help="a second model (e.g. after `edgefuse optimize`) to profile and "
                              "set side by side, with the time each optimize rule saved")
@@ -92,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _profile(args: argparse.Namespace, model: str, backend: str, peaks):
     return profile_model(args, model, backend, runs=args.runs, peaks=peaks,
-                         precision=args.precision)
+                         precision=args.precision, keep_fp16=args.keep_fp16)
 
 
 def profile_model(args: argparse.Namespace, model: str, backend: str, *, runs: int, peaks,
-                  precision: str = "fp16") -> ProfileReport:
+                  precision: str = "fp16", keep_fp16: Sequence[str] = ()) -> ProfileReport:
     """Profile ``model`` on ``backend`` with the session arguments of ``args`` (shared with
     ``bench --profile``)."""
     if backend == "acl":
@@ -112,4 +117,4 @@ def profile_model(args: argparse.Namespace, model: str, backend: str, *, runs: i
                         if v is not None})
     return profile(model, backend, inputs=args.inputs, batch=args.batch, runs=runs,
                    warmup=args.warmup, soc=peaks.soc if peaks else None, precision=precision,
-                   **options)
+                   keep_fp16=keep_fp16, **options)

@@ -10,6 +10,12 @@ Examples:
   edgefuse quantize net.onnx -o net.fp16.onnx --fp16 --report fp16.json
   edgefuse quantize net.onnx -o net.fp16.onnx --fp16 --keep-io-types --keep-fp32 auto,Softmax
   edgefuse compile net.fp16.onnx --soc Ascend310B4 -o build --keep-fp32-from fp16.json
+
+With --int8, -o is a folder: the calibration data (from --inputs, real frames: never noise), the
+simple quantization config (--keep-fp16 layers left unquantized) and ATC's compression config,
+for `compile --int8 FOLDER` (INT8 calibration happens inside ATC, on the FP32 model):
+  edgefuse quantize net.onnx --int8 --inputs frames/ -o net.int8 --keep-fp16 /model.0/conv/Conv
+  edgefuse compile net.onnx --soc Ascend310B4 -o build --int8 net.int8
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import argparse
 from edgefuse.cli._session_args import add_inputs_argument
 from edgefuse.errors import InputError, Ref
 from edgefuse.quantize import DEFAULT_MIN_COSINE, DEFAULT_SAMPLES, quantize
+from edgefuse.quantize.int8 import DEFAULT_INFER_SOC, write_int8_calibration
 from edgefuse.quantize.policy import render_policy
 
 
@@ -26,6 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="input FP32 ONNX file")
     parser.add_argument("-o", "--output", help="where to write the FP16 ONNX")
     parser.add_argument("--fp16", action="store_true", help="convert to FP16 (the only mode)")
+    parser.add_argument("--int8", action="store_true",
+                        help="write the INT8 calibration folder ATC quantizes with (-o: a folder)")
+    parser.add_argument("--keep-fp16", nargs="+", default=[], metavar="LAYER",
+                        help="with --int8: ONNX node names of Conv/Gemm/MatMul layers to leave "
+                        "unquantized (FP16 on the board)")
+    parser.add_argument("--emulate", action="store_true",
+                        help="with --int8: also write host_int8.qdq.onnx, the host emulation of "
+                        "the board's INT8 (ONNX Runtime QDQ), for verify --per-layer")
+    parser.add_argument("--soc", default=DEFAULT_INFER_SOC,
+                        help=f"with --int8: the chip ATC calibrates on (default "
+                        f"{DEFAULT_INFER_SOC})")
     parser.add_argument("--keep-io-types", action="store_true",
                         help="keep float inputs and outputs FP32 (Casts at the boundary)")
     parser.add_argument("--keep-fp32", default="auto", metavar="auto|none|NODE,OPTYPE,...",
@@ -54,9 +72,15 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("quantize needs an input model and -o OUTPUT",
                          hint="edgefuse quantize IN.onnx -o OUT.onnx --fp16",
                          reference=Ref.BAD_USAGE)
-    if not args.fp16:
-        raise InputError("choose the target precision", hint="pass --fp16 (the only one so far)",
+    if args.fp16 == args.int8:
+        raise InputError("choose the target precision: one of --fp16, --int8",
+                         hint="pass --fp16 or --int8",
                          reference=Ref.NO_PRECISION)
+    if args.int8:
+        return _run_int8(args)
+    if args.keep_fp16:
+        raise InputError("--keep-fp16 applies to --int8", hint="with --fp16 use --keep-fp32",
+                         reference=Ref.BAD_USAGE)
     result = quantize(
         args.model,
         output=args.output,
@@ -74,3 +98,27 @@ def run(args: argparse.Namespace) -> int:
     print(result.report.render())
     print(f"\nwrote {args.output}" + (f" and {args.report}" if args.report else ""))
     return 0 if result.passed else 1
+
+
+def _run_int8(args: argparse.Namespace) -> int:
+    fp16_only = [flag for flag, given in (("--report", args.report),
+                                          ("--keep-io-types", args.keep_io_types)) if given]
+    if fp16_only:
+        raise InputError(f"{', '.join(fp16_only)} appl{'ies' if len(fp16_only) == 1 else 'y'} "
+                         "to --fp16 only",
+                         hint="--int8 writes its record in the output folder (int8.json)",
+                         reference=Ref.BAD_USAGE)
+    written = write_int8_calibration(
+        args.model, args.output, inputs=args.inputs, keep_fp16=args.keep_fp16,
+        infer_soc=args.soc, preprocess=args.preprocess, emulate=args.emulate,
+    )
+    shapes = "; ".join(f"{i.name}: {list(i.shape)}" for i in written.inputs)
+    kept = ", ".join(written.keep_fp16) or "none"
+    print(f"INT8 calibration: {written.samples} sample(s) from {written.source} ({shapes}); "
+          f"kept FP16: {kept}; calibrated on {written.infer_soc}")
+    print(f"wrote {args.output}/ (compile it with: edgefuse compile {args.model} "
+          f"--soc {written.infer_soc} -o BUILD --int8 {args.output})")
+    if written.emulated is not None:
+        print(f"host emulation of INT8 (a prediction until a board confirms it): edgefuse verify "
+              f"{args.model} {args.output}/{written.emulated} --per-layer")
+    return 0

@@ -15,8 +15,12 @@ the host's grouping of the nodes, and says so wherever it is shown.
 
 The floor assumes the board runs the model at ``precision`` (FP16 by default, as an FP32 model
 is compiled for the 310B): float tensors are counted at that precision's size, which can only
-lower the bytes term, so the bound stays a bound. A term whose peak is not published is left out
-(``socs``). A node is *memory-bound* when its bytes term is the larger one.
+lower the bytes term, so the bound stays a bound. Under ``int8`` only the layers ATC's calibration
+quantizes (Conv, ConvTranspose, Gemm, MatMul; not those kept FP16 by ``quantize --int8
+--keep-fp16``) compute at the INT8 peak; every other row computes at the FP16 peak
+(``compute_precision``), while its bytes stay counted at one byte per float (a Quant op fused into
+a producer may write INT8), which keeps the bound a bound. A term whose peak is not published is
+left out (``socs``). A node is *memory-bound* when its bytes term is the larger one.
 """
 
 from __future__ import annotations
@@ -42,13 +46,16 @@ class Floor:
 
 
 def node_floor(peaks: SocPeaks, *, flops: int | None, bytes_moved: int, unit: str,
-               float_itemsize: int = 4, precision: str = "fp16") -> Floor:
+               float_itemsize: int = 4, precision: str = "fp16",
+               compute_precision: str | None = None) -> Floor:
     """The lower bound for work of ``flops`` on ``unit`` moving ``bytes_moved`` (counted at the
-    model's float size ``float_itemsize``)."""
+    model's float size ``float_itemsize``, shrunk to ``precision``), computing at the peak of
+    ``compute_precision`` (default: ``precision``)."""
+    compute_precision = compute_precision or precision
     shrink = min(1.0, PRECISION_BYTES[precision] / float_itemsize) if float_itemsize else 1.0
     memory = bytes_moved * shrink / peaks.memory_bytes_per_s
     rates = peaks.cube_flops if unit == "cube" else peaks.vector_flops
     compute = None
-    if rates is not None and precision in rates and flops is not None:
-        compute = flops / rates[precision]
+    if rates is not None and compute_precision in rates and flops is not None:
+        compute = flops / rates[compute_precision]
     return Floor(max(memory, compute or 0.0), compute, memory)

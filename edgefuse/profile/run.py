@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from edgefuse.profile.roofline import PRECISION_BYTES, node_floor
 from edgefuse.profile.segments import ModelNode, Segment, model_nodes, segments
 from edgefuse.profile.socs import SocPeaks, soc_peaks
 from edgefuse.profile.table import ProfileReport, ProfileRow, median
+from edgefuse.quantize.int8 import quantizable_layers
 from edgefuse.reference.feeds import FeedSource, feed_set
 from edgefuse.runtime import BACKENDS, open_session
 
@@ -50,13 +51,16 @@ def profile(
     warmup: int = DEFAULT_WARMUP,
     soc: str | None = None,
     precision: str = "fp16",
+    keep_fp16: Collection[str] = (),
     trace: str | os.PathLike[str] | None = None,
     seed: int = 0,
     **options: Any,
 ) -> ProfileReport:
     """Profile ``model`` on ``backend`` (cpu, cuda, tensorrt, sim; the board: ``acl``).
 
-    With ``soc``, every node gets the board's floor on that SoC (a lower bound, ``roofline``).
+    With ``soc``, every node gets the board's floor on that SoC (a lower bound, ``roofline``);
+    under ``precision="int8"`` the quantizable layers compute at the INT8 peak except those in
+    ``keep_fp16`` (the ``quantize --int8 --keep-fp16`` names), which stay at the FP16 peak.
     With ``trace``, a Chrome trace-event file is written there (atomically). ``options`` go to
     ``open_session`` (threads, device_id, soc/memory for sim, ...).
     """
@@ -68,6 +72,11 @@ def profile(
     if precision not in PRECISION_BYTES:
         raise InputError(f"unknown board precision '{precision}'",
                          hint=f"one of {', '.join(PRECISION_BYTES)}", reference=Ref.BAD_ARGUMENT)
+    keep_fp16 = tuple(keep_fp16)
+    if keep_fp16 and precision != "int8":
+        raise InputError("layers kept FP16 only mean something under --precision int8",
+                         hint="add --precision int8, or drop --keep-fp16",
+                         reference=Ref.BAD_ARGUMENT)
     peaks = soc_peaks(soc) if soc is not None else None
     if trace is not None:
         check_output_path(trace)
@@ -89,7 +98,7 @@ def profile(
         executed = onnx.load(str(executed_path)) if executed_path.is_file() else None
         report = build_report(source, _model_of(source), ort_trace, executed, feeds,
                               backend=used_backend, warmup=warmup, peaks=peaks,
-                              precision=precision)
+                              precision=precision, keep_fp16=keep_fp16)
     if trace is not None:
         write_trace(trace, [report])
     return report
@@ -98,9 +107,10 @@ def profile(
 def build_report(source: ModelSource, model: onnx.ModelProto, ort_trace: OrtTrace,
                  executed: onnx.ModelProto | None, feeds: Mapping[str, np.ndarray], *,
                  backend: str, warmup: int, peaks: SocPeaks | None,
-                 precision: str = "fp16") -> ProfileReport:
+                 precision: str = "fp16", keep_fp16: Collection[str] = ()) -> ProfileReport:
     """The table from a parsed ONNX Runtime profile of ``model``; the first ``warmup`` runs are
     dropped."""
+    quantized = _quantized_nodes(model, keep_fp16) if precision == "int8" else None
     timed = ort_trace.runs[warmup:]
     if not timed:
         raise InputError("the profile holds no timed run", reference=Ref.BAD_PROFILE_FILE)
@@ -111,7 +121,7 @@ def build_report(source: ModelSource, model: onnx.ModelProto, ort_trace: OrtTrac
     found = segments(model, nodes, infos, executed, list(dict.fromkeys(order)), kernel_ops)
     by_key = {node.key: node for node in nodes}
     float_size = _float_itemsize(model)
-    rows = [_row(segment, timed, by_key, kernel_ops, peaks, float_size, precision)
+    rows = [_row(segment, timed, by_key, kernel_ops, peaks, float_size, precision, quantized)
             for segment in found]
     covered = {key for segment in found for key in segment.origins}
     report = ProfileReport(
@@ -128,6 +138,11 @@ def build_report(source: ModelSource, model: onnx.ModelProto, ort_trace: OrtTrac
         report.soc_notes = [*peaks.notes, f"the floor assumes the board runs at {precision}, "
                             "each row as one task (ATC fusing further could go below a row's "
                             "bytes term)"]
+        if quantized is not None:
+            kept = ", ".join(keep_fp16) or "none"
+            report.soc_notes.append(
+                f"int8: {len(quantized)} Conv/ConvTranspose/Gemm/MatMul layer(s) at the INT8 "
+                f"peak, the rest at the FP16 peak (kept FP16: {kept})")
     uncounted = sorted({row.op_type for row in rows if row.flops is None})
     if uncounted:
         report.notes.append(f"FLOPs not counted for: {', '.join(uncounted)}")
@@ -135,7 +150,7 @@ def build_report(source: ModelSource, model: onnx.ModelProto, ort_trace: OrtTrac
 
 
 def _row(segment: Segment, timed, by_key: Mapping[str, ModelNode], kernel_ops, peaks,
-         float_size: int, precision: str) -> ProfileRow:
+         float_size: int, precision: str, quantized: set[str] | None) -> ProfileRow:
     time_us = median([sum(run.kernel_us.get(k, 0.0) for k in segment.kernels) for run in timed])
     sources: list[str] = []
     rules: list[str] = []
@@ -151,9 +166,35 @@ def _row(segment: Segment, timed, by_key: Mapping[str, ModelNode], kernel_ops, p
         time_us=time_us, flops=segment.flops, bytes=segment.bytes, unit=segment.unit)
     if peaks is not None and segment.origins:  # a runtime's own kernel is no work of the model
         floor = node_floor(peaks, flops=segment.flops, bytes_moved=segment.bytes,
-                           unit=segment.unit, float_itemsize=float_size, precision=precision)
+                           unit=segment.unit, float_itemsize=float_size, precision=precision,
+                           compute_precision=_compute_precision(segment, by_key, precision,
+                                                                quantized))
         row.floor_us, row.memory_bound = floor.seconds * 1e6, floor.memory_bound
     return row
+
+
+def _quantized_nodes(model: onnx.ModelProto, keep_fp16: Collection[str]) -> set[str]:
+    """Names of the nodes ATC's INT8 calibration quantizes, less ``keep_fp16`` (each of which
+    must be such a node: a misspelt name would silently change nothing)."""
+    layers = quantizable_layers(model)
+    unknown = [name for name in keep_fp16 if name not in layers]
+    if unknown:
+        raise InputError(
+            f"--keep-fp16: not a Conv/ConvTranspose/Gemm/MatMul node of the model: "
+            f"{', '.join(unknown)}",
+            hint="name the ONNX nodes given to quantize --int8 --keep-fp16",
+            reference=Ref.UNKNOWN_KEEP_FP16_LAYER)
+    return set(layers) - set(keep_fp16)
+
+
+def _compute_precision(segment: Segment, by_key: Mapping[str, ModelNode], precision: str,
+                       quantized: set[str] | None) -> str:
+    """INT8 for a row holding a quantized layer (its work may all run at the INT8 peak: the
+    bound stays a bound), FP16 for every other row under ``int8``."""
+    if quantized is None:
+        return precision
+    return "int8" if any(by_key[key].node.name in quantized for key in segment.origins) \
+        else "fp16"
 
 
 def _model_of(source: ModelSource) -> onnx.ModelProto:

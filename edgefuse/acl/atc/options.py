@@ -46,6 +46,9 @@ MIXED_PRECISION_MODES = ("allow_mix_precision", "allow_mix_precision_fp16")
 # is set to must_keep_origin_dtype" (atlasatcparam_16_0074, canncommercial/800 and /850). Under
 # force_fp32 and cube_fp16in_fp32out it still applies, so it is written there too.
 KEEP_DTYPE_IGNORED_MODES = ("must_keep_origin_dtype",)
+# The high-precision modes INT8 calibration (--compression_optimize_conf) cannot be combined
+# with: "force_fp32 or must_keep_origin_dtype" (atlasatcparam_16_0059, canncommercial latest).
+INT8_CONFLICTING_MODES = ("force_fp32", "must_keep_origin_dtype")
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
 # --output_type values edgefuse writes, and the numpy dtype each gives the OM's float outputs.
 OUTPUT_TYPES: dict[str, str] = {"FP32": "float32", "FP16": "float16"}
@@ -71,6 +74,8 @@ class AtcOptions:
     dynamic_image_size: Sequence[tuple[int, int]] | None = None
     dynamic_dims: Sequence[Sequence[int]] | None = None
     output_type: str | None = None
+    compression_optimize_conf: str | None = None
+    enable_small_channel: bool = False
     log: str = "error"
     # The --insert_op_conf leaves the source size to the gears: src_image_size_w/h = 0, no crop
     # and no padding, the one way CANN documents to combine static AIPP with
@@ -109,6 +114,10 @@ class AtcOptions:
             argv.append(f"--modify_mixlist={self.modify_mixlist}")
         if self.output_type is not None:
             argv.append(f"--output_type={self.output_type}")
+        if self.compression_optimize_conf is not None:
+            argv.append(f"--compression_optimize_conf={self.compression_optimize_conf}")
+        if self.enable_small_channel:
+            argv.append("--enable_small_channel=1")
         argv.append(f"--log={self.log}")
         return argv
 
@@ -189,6 +198,16 @@ def _validate(options: AtcOptions) -> None:
         raise _bad(
             f"--keep_dtype has no effect with --precision_mode={options.precision_mode}",
             hint="every op already keeps fp32 in that mode; drop the keep list",
+        )
+    if options.compression_optimize_conf is not None and \
+            options.precision_mode in INT8_CONFLICTING_MODES:
+        raise InputError(
+            f"INT8 calibration cannot be combined with --precision_mode="
+            f"{options.precision_mode}: CANN documents that the quantized model then gets "
+            "neither INT8's speed nor the high-precision mode's accuracy",
+            hint="compile INT8 with force_fp16 (the default) or a mixed mode; keep accuracy-"
+                 "critical layers with quantize --int8 --keep-fp16 instead",
+            reference=Ref.INT8_PRECISION_CONFLICT,
         )
     if options.modify_mixlist is not None and options.precision_mode not in MIXED_PRECISION_MODES:
         raise _bad(

@@ -47,6 +47,8 @@ from edgefuse._version import __version__
 from edgefuse.acl.atc.options import OUTPUT_TYPES, AtcOptions
 from edgefuse.acl.atc.runner import AtcError, cann_version, find_atc, run_atc
 from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.int8 import COMPRESSION_FILE as INT8_CONFIG
+from edgefuse.acl.compile.int8 import plan_int8, stage_int8
 from edgefuse.acl.compile.opsupport import OpSupportReport, check_model, load_table
 from edgefuse.acl.compile.precision import (
     KEEP_DTYPE_FILE,
@@ -76,6 +78,7 @@ from edgefuse.acl.ops.yolo_head.spec import nms_limit_warning, overflow_warning
 from edgefuse.convert.onnx_load import graph_input_names, load_model
 from edgefuse.errors import InputError, Ref, ToolError
 from edgefuse.manifest import AippRecord, BuildManifest, TensorEntry, write_manifest
+from edgefuse.quantize.int8 import Int8Calibration
 
 # The oldest opset compile prepares a model at: ONNX Runtime (the parity gate) runs 7 and up.
 MIN_TARGET_OPSET = 7
@@ -120,6 +123,7 @@ def compile_model(
     dynamic_batch: Sequence[int] | None = None,
     dynamic_image_size: Sequence[tuple[int, int]] | None = None,
     keep_fp32: KeepFp32 = NOTHING_KEPT,
+    int8: Int8Calibration | None = None,
     require_atc: bool = False,
     atc_timeout: float = DEFAULT_ATC_TIMEOUT_S,
     opset: int = DEFAULT_TARGET_OPSET,
@@ -133,8 +137,10 @@ def compile_model(
 
     ``model`` is an ONNX path or ModelProto (never modified), ideally the FP32 output of
     optimize; ``keep_fp32`` the nodes and op types to keep FP32 on the board, e.g. the
-    ``QuantizeReport.keep`` of the FP16 stage. ``require_atc`` turns a missing ``atc`` into an
-    error before anything is written;
+    ``QuantizeReport.keep`` of the FP16 stage; ``int8`` a calibration folder of
+    ``quantize --int8`` (``read_int8_calibration``): ATC quantizes to INT8 with it
+    (``--compression_optimize_conf``, see ``edgefuse.acl.compile.int8``). ``require_atc``
+    turns a missing ``atc`` into an error before anything is written;
     ``plugins`` are the ``OriginOpType`` strings of registered custom-op parser plugins; None
     means edgefuse's own custom ops (``edgefuse ops build`` makes their package), so a model the
     Ascend optimizer rewrote compiles as it is;
@@ -193,11 +199,15 @@ def compile_model(
     if dtype_warning is not None:
         logger.warning("%s", dtype_warning)
         plan.decisions["notes"].append(dtype_warning)
+    atc_shape = _atc_input_shape(prepared.model, input_names)
+    int8_plan = None if int8 is None else plan_int8(
+        int8, prepared.model, atc_shape, soc_name,
+        aipp_record.input if aipp_record is not None else None)
     options = AtcOptions(
         model=MODEL_FILE,
         output=OM_PREFIX,
         soc_version=soc_name,
-        input_shape=_atc_input_shape(prepared.model, input_names),
+        input_shape=atc_shape,
         precision_mode=precision,
         insert_op_conf=AIPP_FILE if aipp is not None else None,
         keep_dtype=KEEP_DTYPE_FILE if plan.keep_dtype_text else None,
@@ -206,6 +216,8 @@ def compile_model(
         dynamic_image_size=list(dynamic_image_size) if dynamic_image_size is not None else None,
         output_type=output_type,
         aipp_size_from_gears=size_from_gears,
+        compression_optimize_conf=INT8_CONFIG if int8_plan is not None else None,
+        enable_small_channel=int8_plan is not None and int8_plan.first_layer,
     )
     argv = options.to_argv()
     outputs = _output_entries(prepared.model, output_type)
@@ -228,6 +240,8 @@ def compile_model(
         if plan.mixlist:
             _write(staging / MIXLIST_FILE, json.dumps(plan.mixlist, indent=2) + "\n")
             files.append(MIXLIST_FILE)
+        if int8_plan is not None:
+            files += stage_int8(int8_plan, staging)
         atc_info: dict[str, Any] = {"argv": argv, "script": SCRIPT_FILE, "ran": False}
         om_name = None
         if atc is not None:
@@ -267,6 +281,7 @@ def compile_model(
                 "atc": atc_info,
                 "gears": _gears_json(gears, dynamic_batch, dynamic_image_size),
                 "precision": plan.decisions,
+                "int8": int8_plan.to_json() if int8_plan is not None else None,
                 "output_type": output_type,
                 "prepare": prepared.to_json(),
                 "custom_ops": _custom_ops_json(used, decomposed, soc_name, kernel_warnings,
