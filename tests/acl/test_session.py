@@ -249,13 +249,15 @@ def _frames_through(run_mode: int, tmp_path, monkeypatch, om, feeds, execute="sy
     during the runs, and the stand-in (closed session, pyACL finalized)."""
     fake = AclStandIn(run_mode=run_mode)
     monkeypatch.setitem(sys.modules, "acl", fake)
-    with _open(fake, tmp_path, om, execute=execute) as session:
-        assert session.run_mode == run_mode
-        opened = dict(fake.memcpy_counts)
-        outputs = [session.run(feed) for feed in feeds]
-        copies = {kind: n - opened.get(kind, 0) for kind, n in fake.memcpy_counts.items()}
-    assert fake.violations == [] and fake.outstanding() == INITIALISED
-    RUNTIME.shutdown()
+    try:
+        with _open(fake, tmp_path, om, execute=execute) as session:
+            assert session.run_mode == run_mode
+            opened = dict(fake.memcpy_counts)
+            outputs = [session.run(feed) for feed in feeds]
+            copies = {kind: n - opened.get(kind, 0) for kind, n in fake.memcpy_counts.items()}
+        assert fake.violations == [] and fake.outstanding() == INITIALISED
+    finally:
+        RUNTIME.shutdown()  # the next test must not inherit this stand-in as pyACL
     return outputs, {kind: n for kind, n in copies.items() if n}, fake
 
 
