@@ -7,18 +7,20 @@ mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-tool
   the inputs, sets the gear and executes, so thousands of runs allocate nothing (acllite
   re-allocated the gear buffer on every call and leaked it).
 - No staging copies where host and device are one memory. ``acl.rt.get_run_mode()`` says where
-  the program runs. On the Atlas 200I DK A2 (Ascend 310B, Ascend RC form) it runs on the board
-  (ACL_DEVICE) and CANN documents that there host and device are one: "针对Ascend RC形态、Control
-  CPU开放形态,Host与Device是合一的,所以申请Host内存也等同于申请Device内存" (pyACL malloc_host,
-  hiascend canncommercial/800 apiref/appdevgapi/aclpythondevg_01_0116.html; aclrtMallocHost:
-  "Ascend RC形态下,调用该接口申请的是Device内存", CANNCommunityEdition/800alpha002 apiref/
-  appdevgapi/aclcppdevg_03_0101.html). So in ACL_DEVICE mode every input and output buffer is
-  allocated once with ``acl.rt.malloc_host`` (freed with ``acl.rt.free_host``, as both pages
-  require), the feeds are written into it by the CPU and the outputs read straight out of it:
-  no ``acl.rt.memcpy`` per frame. Outputs are returned as arrays of their own (one CPU read), not
-  as views the next run would overwrite. On a host with a PCIe card (ACL_HOST) host memory is not
-  device memory: buffers come from ``acl.rt.malloc`` and the documented HOST_TO_DEVICE /
-  DEVICE_TO_HOST copies stay, host arrays passed by address (``ndarray.ctypes.data``).
+  the program runs (0 ACL_DEVICE: "运行在Device的Control CPU或板端环境上"; 1 ACL_HOST; hiascend
+  Atlas200IDKA2DeveloperKit 23.0.RC2 aadgp/aclpythondevg_01_0063). On the Atlas 200I DK A2
+  (Ascend 310B, Ascend RC form) it runs on the board, and CANN documents that there host and
+  device are one: "针对Ascend RC形态、Control CPU开放形态,Host与Device是合一的,所以申请Host内存
+  也等同于申请Device内存" (pyACL malloc_host: canncommercial/800 apiref/appdevgapi/
+  aclpythondevg_01_0116.html); "Ascend RC形态下,调用该接口申请的是Device内存" (aclrtMallocHost:
+  CANNCommunityEdition/800alpha002 apiref/appdevgapi/aclcppdevg_03_0101.html). So in ACL_DEVICE
+  mode every input and output buffer is allocated once with ``acl.rt.malloc_host`` (freed with
+  ``acl.rt.free_host``, as both pages require), the feeds are written into it by the CPU and the
+  outputs read straight out of it: no ``acl.rt.memcpy`` per frame. Outputs are returned as
+  arrays of their own (one CPU read), not as views the next run would overwrite. On a host with
+  a PCIe card (ACL_HOST) host memory is not device memory: buffers come from ``acl.rt.malloc``
+  and the documented HOST_TO_DEVICE / DEVICE_TO_HOST copies stay, host arrays passed by address
+  (``ndarray.ctypes.data``).
 - Every return code is checked (``AclError`` names the call, the code and a hint); a null handle
   from a ``create_*`` call is an error too. The constructor releases whatever it acquired before
   failing, in reverse order; ``close`` does the same and reports the first failed release.
