@@ -3,13 +3,24 @@
 Why written this way (pyACL reference: hiascend aclpythondevg; the sequence in Ascend/samples and
 mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-toolchain.md §5):
 - Everything is allocated once, in the constructor: device buffers, data buffers and the two
-  datasets, including the ``ascend_mbatch_shape_data`` buffer of gear models. ``run`` only copies,
-  sets the gear and executes, so thousands of runs allocate nothing (acllite re-allocated the gear
-  buffer on every call and leaked it).
-- The copy direction follows ``acl.rt.get_run_mode()``: on the Atlas 200I DK A2 the program runs
-  on the board (ACL_DEVICE), device memory is the process's own DRAM and copies are
-  DEVICE_TO_DEVICE; on a host with a PCIe card (ACL_HOST) they are HOST_TO_DEVICE/DEVICE_TO_HOST.
-  Host arrays are passed by address (``ndarray.ctypes.data``), never staged through ``bytes``.
+  datasets, including the ``ascend_mbatch_shape_data`` buffer of gear models. ``run`` only fills
+  the inputs, sets the gear and executes, so thousands of runs allocate nothing (acllite
+  re-allocated the gear buffer on every call and leaked it).
+- No staging copies where host and device are one memory. ``acl.rt.get_run_mode()`` says where
+  the program runs (0 ACL_DEVICE: "运行在Device的Control CPU或板端环境上"; 1 ACL_HOST; hiascend
+  Atlas200IDKA2DeveloperKit 23.0.RC2 aadgp/aclpythondevg_01_0063). On the Atlas 200I DK A2
+  (Ascend 310B, Ascend RC form) it runs on the board, and CANN documents that there host and
+  device are one: "针对Ascend RC形态、Control CPU开放形态,Host与Device是合一的,所以申请Host内存
+  也等同于申请Device内存" (pyACL malloc_host: canncommercial/800 apiref/appdevgapi/
+  aclpythondevg_01_0116.html); "Ascend RC形态下,调用该接口申请的是Device内存" (aclrtMallocHost:
+  CANNCommunityEdition/800alpha002 apiref/appdevgapi/aclcppdevg_03_0101.html). So in ACL_DEVICE
+  mode every input and output buffer is allocated once with ``acl.rt.malloc_host`` (freed with
+  ``acl.rt.free_host``, as both pages require), the feeds are written into it by the CPU and the
+  outputs read straight out of it: no ``acl.rt.memcpy`` per frame. Outputs are returned as
+  arrays of their own (one CPU read), not as views the next run would overwrite. On a host with
+  a PCIe card (ACL_HOST) host memory is not device memory: buffers come from ``acl.rt.malloc``
+  and the documented HOST_TO_DEVICE / DEVICE_TO_HOST copies stay, host arrays passed by address
+  (``ndarray.ctypes.data``).
 - Every return code is checked (``AclError`` names the call, the code and a hint); a null handle
   from a ``create_*`` call is an error too. The constructor releases whatever it acquired before
   failing, in reverse order; ``close`` does the same and reports the first failed release.
@@ -27,8 +38,10 @@ mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-tool
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import logging
+import math
 import os
 import threading
 from collections.abc import Mapping
@@ -44,7 +57,6 @@ from edgefuse.acl.resources import NO_ACL_HINT, RUNTIME, CurrentContext, Resourc
 from edgefuse.acl.return_codes import (
     ACL_DEVICE,
     ACL_MEM_MALLOC_HUGE_FIRST,
-    ACL_MEMCPY_DEVICE_TO_DEVICE,
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     DYNAMIC_INPUT_NAME,
@@ -73,6 +85,7 @@ class _Binding:
     dtype: np.dtype
     size: int  # bytes of the device buffer (the largest gear's size for gear models)
     address: int  # device address of the buffer
+    shared: np.ndarray | None  # the buffer's bytes, where host and device share memory
 
 
 def probe_acl(source: ModelSource | None = None) -> Availability:
@@ -194,9 +207,8 @@ class AclSession(Session):
         run_mode, ret = acl.rt.get_run_mode()
         check(ret, "acl.rt.get_run_mode")
         self.run_mode: int = run_mode
-        on_device = run_mode == ACL_DEVICE
-        self._to_device = ACL_MEMCPY_DEVICE_TO_DEVICE if on_device else ACL_MEMCPY_HOST_TO_DEVICE
-        self._to_host = ACL_MEMCPY_DEVICE_TO_DEVICE if on_device else ACL_MEMCPY_DEVICE_TO_HOST
+        # On the board host and device memory are one (see the module docstring): in place.
+        self.in_place: bool = run_mode == ACL_DEVICE
         self.device_id = device_id
 
     def _load(self) -> None:
@@ -303,14 +315,21 @@ class AclSession(Session):
     def _buffer(self, dataset: Any, index: int, name: str, dims: tuple[int, ...],
                 dtype: np.dtype, size: int) -> _Binding:
         acl, res = self._acl, self._resources
-        address, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
-        check(ret, "acl.rt.malloc")
-        res.push_call("acl.rt.free", acl.rt.free, address)
+        shared = None
+        if self.in_place:
+            address, ret = acl.rt.malloc_host(size)
+            check(ret, "acl.rt.malloc_host")
+            res.push_call("acl.rt.free_host", acl.rt.free_host, address)
+            shared = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
+        else:
+            address, ret = acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+            check(ret, "acl.rt.malloc")
+            res.push_call("acl.rt.free", acl.rt.free, address)
         buffer = self._created(acl.create_data_buffer(address, size), "acl.create_data_buffer")
         res.push_call("acl.destroy_data_buffer", acl.destroy_data_buffer, buffer)
         _, ret = acl.mdl.add_dataset_buffer(dataset, buffer)
         check(ret, "acl.mdl.add_dataset_buffer")
-        return _Binding(index, name, dims, dtype, size, address)
+        return _Binding(index, name, dims, dtype, size, address, shared)
 
     def _specs(self, manifest: BuildManifest | None) -> tuple[list[TensorSpec], list[TensorSpec]]:
         def spec(binding: _Binding, recorded: str | None) -> TensorSpec:
@@ -354,8 +373,12 @@ class AclSession(Session):
                         context=self._expected(),
                         reference=Ref.BAD_FEEDS,
                     )
-                check(acl.rt.memcpy(binding.address, binding.size, array.ctypes.data,
-                                    array.nbytes, self._to_device), "acl.rt.memcpy")
+                if binding.shared is not None:
+                    binding.shared[:array.nbytes] = array.reshape(-1).view(np.uint8)
+                else:
+                    check(acl.rt.memcpy(binding.address, binding.size, array.ctypes.data,
+                                        array.nbytes, ACL_MEMCPY_HOST_TO_DEVICE),
+                          "acl.rt.memcpy")
             self._clear_spare(arrays)
             if self._async:
                 check(acl.mdl.execute_async(self._model_id, self._input_dataset,
@@ -389,12 +412,16 @@ class AclSession(Session):
             current, ret = acl.mdl.get_cur_output_dims(self._desc, binding.index)
             check(ret, "acl.mdl.get_cur_output_dims")
             dims = tuple(int(d) for d in current["dims"])
-        array = np.empty(dims, dtype=binding.dtype)
-        if array.nbytes > binding.size:
+        nbytes = math.prod(dims) * binding.dtype.itemsize
+        if nbytes > binding.size:
             raise AclError("acl.mdl.get_cur_output_dims", 100018,
                            context=f"output '{binding.name}' dims {dims} exceed its buffer")
-        check(acl.rt.memcpy(array.ctypes.data, array.nbytes, binding.address, array.nbytes,
-                            self._to_host), "acl.rt.memcpy")
+        if binding.shared is not None:
+            array = binding.shared[:nbytes].view(binding.dtype).reshape(dims).copy()
+        else:
+            array = np.empty(dims, dtype=binding.dtype)
+            check(acl.rt.memcpy(array.ctypes.data, nbytes, binding.address, nbytes,
+                                ACL_MEMCPY_DEVICE_TO_HOST), "acl.rt.memcpy")
         if real_batch is not None and array.ndim and array.shape[0] > real_batch:
             return array[:real_batch]
         return array

@@ -18,7 +18,13 @@ from edgefuse import open_session
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.resources import RUNTIME
-from edgefuse.acl.return_codes import AclError
+from edgefuse.acl.return_codes import (
+    ACL_DEVICE,
+    ACL_HOST,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    AclError,
+)
 from edgefuse.acl.session import AclSession
 from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError
 from edgefuse.manifest import BuildManifest, TensorEntry, read_manifest, write_manifest
@@ -233,14 +239,63 @@ def test_a_dtype_numpy_cannot_hold_is_refused_and_everything_released(standin, t
     assert standin.outstanding() == INITIALISED
 
 
-def test_on_the_board_copies_are_device_to_device(tmp_path, monkeypatch):
-    board = AclStandIn(run_mode=0)  # ACL_DEVICE: the app runs on the 200I DK A2 itself
-    monkeypatch.setitem(sys.modules, "acl", board)
-    with _open(board, tmp_path, static_om()) as session:
-        assert session.run_mode == 0
-        np.testing.assert_array_equal(session.run({"x": _x()})["y"], _x() * 2)
-    assert board.violations == [] and board.outstanding() == INITIALISED
-    RUNTIME.shutdown()
+
+
+H2D, D2H = ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST
+
+
+def _frames_through(run_mode: int, tmp_path, monkeypatch, om, feeds, execute="sync"):
+    """Open ``om`` in ``run_mode``, run every feed; the outputs, the acl.rt.memcpy calls by kind
+    during the runs, and the stand-in (closed session, pyACL finalized)."""
+    fake = AclStandIn(run_mode=run_mode)
+    monkeypatch.setitem(sys.modules, "acl", fake)
+    try:
+        with _open(fake, tmp_path, om, execute=execute) as session:
+            assert session.run_mode == run_mode
+            opened = dict(fake.memcpy_counts)
+            outputs = [session.run(feed) for feed in feeds]
+            copies = {kind: n - opened.get(kind, 0) for kind, n in fake.memcpy_counts.items()}
+        assert fake.violations == [] and fake.outstanding() == INITIALISED
+    finally:
+        RUNTIME.shutdown()  # the next test must not inherit this stand-in as pyACL
+    return outputs, {kind: n for kind, n in copies.items() if n}, fake
+
+
+def test_on_the_board_inputs_and_outputs_live_in_shared_memory_without_copies(tmp_path,
+                                                                              monkeypatch):
+    """Issue 30 §3: in ACL_DEVICE mode (the 310B, host and device one memory) buffers come from
+    acl.rt.malloc_host once and no frame is copied; in ACL_HOST mode each frame costs the
+    documented copies (one per input, one per output); the outputs are the same."""
+    feeds = [{"x": _x() + frame} for frame in range(5)]
+    board, board_copies, board_acl = _frames_through(ACL_DEVICE, tmp_path, monkeypatch,
+                                                     static_om(), feeds)
+    host, host_copies, host_acl = _frames_through(ACL_HOST, tmp_path, monkeypatch,
+                                                  static_om(), feeds)
+    assert board_copies == {}
+    assert host_copies == {H2D: 5 * 1, D2H: 5 * 2}
+    for feed, on_board, on_host in zip(feeds, board, host, strict=True):
+        np.testing.assert_array_equal(on_board["y"], feed["x"] * 2)  # the model's own compute
+        np.testing.assert_array_equal(on_board["s"], feed["x"].sum().reshape(1, 1))
+        for name in ("y", "s"):
+            np.testing.assert_array_equal(on_board[name], on_host[name])
+    # Returned outputs are the caller's: the next frame does not overwrite an earlier one.
+    assert not np.array_equal(board[0]["y"], board[1]["y"])
+    assert board_acl.calls.count("acl.rt.malloc_host") == 3
+    assert board_acl.calls.count("acl.rt.free_host") == 3 and "acl.rt.malloc" not in board_acl.calls
+    assert "acl.rt.malloc_host" not in host_acl.calls
+
+
+def test_partial_batches_on_the_board_match_the_host_without_copies(tmp_path, monkeypatch):
+    """A gear model, async, with batches that leave spare rows (cleared by memset, not copied)."""
+    feeds = [{"x": _x((batch, 3)) + batch} for batch in (8, 3, 1, 5, 2)]
+    board, board_copies, _ = _frames_through(ACL_DEVICE, tmp_path, monkeypatch, batch_om(),
+                                             feeds, execute="async")
+    host, host_copies, _ = _frames_through(ACL_HOST, tmp_path, monkeypatch, batch_om(), feeds,
+                                           execute="async")
+    assert board_copies == {} and host_copies == {H2D: 5, D2H: 5}
+    for feed, on_board, on_host in zip(feeds, board, host, strict=True):
+        np.testing.assert_array_equal(on_board["y"], feed["x"] + 1)
+        np.testing.assert_array_equal(on_board["y"], on_host["y"])
 
 
 def test_async_execution_synchronizes_before_reading(standin, tmp_path):
@@ -475,6 +530,7 @@ def test_repeated_open_and_close_leaves_nothing(standin, tmp_path):
 # What a failed release leaves alive (the stand-in, like pyACL, changes nothing on failure).
 LEFT_BY_FAILED_RELEASE = {
     "acl.rt.free": {"memory": 1},
+    "acl.rt.free_host": {"memory": 1},  # on the board malloc_host's memory is device memory
     "acl.destroy_data_buffer": {"data_buffers": 1},
     "acl.mdl.destroy_dataset": {"datasets": 1},
     "acl.mdl.unload": {"models": 1},
@@ -500,15 +556,16 @@ def _scenario(fake: AclStandIn, directory: Path, om: FakeOm, feeds, execute: str
         RUNTIME.shutdown()
 
 
-@pytest.mark.parametrize(("om", "feeds", "execute"), [
-    (static_om, {"x": _x()}, "sync"),
-    (batch_om, {"x": _x((3, 3))}, "async"),
-    (hw_om, {"x": _x((1, 1, 4, 4))}, "sync"),
-    (dims_om, {"a": _x((1, 2)), "b": _x((2, 2))}, "sync"),
-], ids=["static-sync", "batch-gear-async", "hw-gear", "dims-gear"])
+@pytest.mark.parametrize(("om", "feeds", "execute", "run_mode"), [
+    (static_om, {"x": _x()}, "sync", ACL_HOST),
+    (batch_om, {"x": _x((3, 3))}, "async", ACL_HOST),
+    (hw_om, {"x": _x((1, 1, 4, 4))}, "sync", ACL_HOST),
+    (dims_om, {"a": _x((1, 2)), "b": _x((2, 2))}, "sync", ACL_HOST),
+    (batch_om, {"x": _x((3, 3))}, "async", ACL_DEVICE),
+], ids=["static-sync", "batch-gear-async", "hw-gear", "dims-gear", "board-batch-gear-async"])
 def test_failure_at_every_call_raises_and_releases_everything(tmp_path, monkeypatch, om, feeds,
-                                                              execute):
-    recording = AclStandIn()
+                                                              execute, run_mode):
+    recording = AclStandIn(run_mode=run_mode)
     monkeypatch.setitem(sys.modules, "acl", recording)
     _scenario(recording, tmp_path, om(), feeds, execute)
     assert recording.violations == [] and recording.outstanding() == {}
@@ -516,7 +573,7 @@ def test_failure_at_every_call_raises_and_releases_everything(tmp_path, monkeypa
     assert len(calls) > 40
 
     for index, api in enumerate(calls):
-        fake = AclStandIn()
+        fake = AclStandIn(run_mode=run_mode)
         fake.fail_call(index, INJECTED)
         monkeypatch.setitem(sys.modules, "acl", fake)
         try:

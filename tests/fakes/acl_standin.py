@@ -15,6 +15,12 @@ handles that are 0 on failure):
   allocation and ``destMax``; ``execute`` checks every dataset buffer against the model's sizes;
 - memcpy kinds: HOST_TO_DEVICE / DEVICE_TO_HOST when the run mode is ACL_HOST, DEVICE_TO_DEVICE
   when it is ACL_DEVICE (edgefuse's contract; stricter than a board, which may accept both);
+  ``memcpy_counts`` counts the successful copies by kind (issue 30 §3: none per frame on a board);
+- the run mode (``run_mode=``: ACL_HOST 1, the default, or ACL_DEVICE 0) decides what
+  ``acl.rt.malloc_host`` returns: device memory in ACL_DEVICE mode (Ascend RC form: "申请Host内存也
+  等同于申请Device内存", aclpythondevg_01_0116), usable by data buffers and ``execute``; plain host
+  memory in ACL_HOST mode, which a data buffer may not wrap. It is freed with
+  ``acl.rt.free_host`` only, and ``acl.rt.free`` only frees ``acl.rt.malloc`` memory;
 - ownership and frees: double frees, use of a destroyed handle, execute on a dataset whose memory
   was freed, and reading the outputs of ``execute_async`` before ``synchronize_stream`` raise
   ``StandInViolation`` (an AssertionError: a bug in edgefuse, not an ACL error);
@@ -157,6 +163,7 @@ class AclStandIn(types.ModuleType):
         self.violations: list[str] = []
         self.leaks_at_finalize: dict[str, int] = {}
         self.malloc_count = 0
+        self.memcpy_counts: dict[int, int] = {}  # acl.rt.memcpy kind -> successful copies
         self.injected_failures = 0
         self._lock = threading.RLock()
         self._ids = itertools.count(0x1000)
@@ -166,6 +173,8 @@ class AclStandIn(types.ModuleType):
         self._contexts: dict[int, int] = {}  # context -> device
         self._streams: dict[int, int] = {}  # stream -> context
         self._memory: dict[int, Any] = {}  # address -> ctypes buffer
+        self._host_memory: dict[int, Any] = {}  # acl.rt.malloc_host's, when it is not device's
+        self._from_malloc_host: set[int] = set()  # device memory that must go to free_host
         self._data_buffers: dict[int, tuple[int, int]] = {}  # handle -> (address, size)
         self._datasets: dict[int, _Dataset] = {}
         self._descs: dict[int, int | None] = {}  # desc -> model id
@@ -203,6 +212,7 @@ class AclStandIn(types.ModuleType):
                 "contexts": len(self._contexts),
                 "streams": len(self._streams),
                 "memory": len(self._memory),
+                "host_memory": len(self._host_memory),
                 "data_buffers": len(self._data_buffers),
                 "datasets": len(self._datasets),
                 "descs": len(self._descs),
@@ -250,6 +260,8 @@ class AclStandIn(types.ModuleType):
             get_run_mode=api("acl.rt.get_run_mode", self._get_run_mode, "tuple"),
             malloc=api("acl.rt.malloc", self._malloc, "tuple"),
             free=api("acl.rt.free", self._free, "code"),
+            malloc_host=api("acl.rt.malloc_host", self._malloc_host, "tuple"),
+            free_host=api("acl.rt.free_host", self._free_host, "code"),
             memcpy=api("acl.rt.memcpy", self._memcpy, "code"),
             memset=api("acl.rt.memset", self._memset, "code"),
         )
@@ -443,9 +455,40 @@ class AclStandIn(types.ModuleType):
         self.malloc_count += 1
         return address, 0
 
+    def _malloc_host(self, size: int) -> tuple[int | None, int]:
+        if self._needs_context() is None:
+            return None, CONTEXT_NULL
+        if size <= 0:
+            return None, INVALID_PARAM
+        buffer = ctypes.create_string_buffer(GARBAGE * size, size)  # not initialised either
+        address = ctypes.addressof(buffer)
+        if self.run_mode == 0:  # ACL_DEVICE: host and device are one memory
+            self._memory[address] = buffer
+            self._from_malloc_host.add(address)
+        else:
+            self._host_memory[address] = buffer
+        self.malloc_count += 1
+        return address, 0
+
+    def _free_host(self, address: int) -> int:
+        if address not in self._host_memory and address not in self._from_malloc_host:
+            self._violation(f"free_host of {address:#x}, which acl.rt.malloc_host did not "
+                            "return or was freed")
+        if self._needs_context() is None:
+            return CONTEXT_NULL
+        if any(a == address for a, _ in self._data_buffers.values()):
+            self._order_violation("memory freed while a data buffer still wraps it")
+        self._host_memory.pop(address, None)
+        self._memory.pop(address, None)
+        self._from_malloc_host.discard(address)
+        return 0
+
     def _free(self, address: int) -> int:
         if address not in self._memory:
             self._violation(f"free of {address:#x}, which is not live device memory")
+        if address in self._from_malloc_host:
+            self._violation(f"acl.rt.free of {address:#x}, which acl.rt.malloc_host returned "
+                            "(acl.rt.free_host frees it)")
         if self._needs_context() is None:
             return CONTEXT_NULL
         if any(a == address for a, _ in self._data_buffers.values()):
@@ -486,6 +529,7 @@ class AclStandIn(types.ModuleType):
         if src_device is not None and src_device[0] in self._unsynced_memory:
             self._violation("output read before acl.rt.synchronize_stream")
         ctypes.memmove(dst, src, count)
+        self.memcpy_counts[kind] = self.memcpy_counts.get(kind, 0) + 1
         return 0
 
     def _memset(self, dst: int, dst_max: int, value: int, count: int) -> int:
