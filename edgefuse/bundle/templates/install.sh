@@ -331,13 +331,14 @@ $cur_version (build ${cur_build:-0}); pass --allow-downgrade to install it anywa
 
 # ---- install ---------------------------------------------------------------------------------------
 
-lock_holder() {  # "pid N: its command line" of the flock on PATH, where /proc/locks says
-  local inode pid
-  inode=$(stat -L -c %i "$1" 2>/dev/null) && [ -r /proc/locks ] || { echo "pid unknown"; return 0; }
-  pid=$(awk -v ino=":$inode" '$2 == "FLOCK" && substr($6, length($6) - length(ino) + 1) == ino \
-    {print $5; exit}' /proc/locks)
-  [ -n "$pid" ] || { echo "pid unknown"; return 0; }
-  printf 'pid %s: %s' "$pid" "$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-200)"
+lock_holder() {  # "pid N: its command line" of the processes that hold PATH open on fd 8 or 9
+  local fd pid found=
+  for fd in /proc/[0-9]*/fd/[89]; do
+    pid=${fd#/proc/}; pid=${pid%%/*}
+    [ "$pid" != $$ ] && [ "$fd" -ef "$1" ] 2>/dev/null || continue
+    found="${found:+$found; }pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
+  done
+  printf '%s' "${found:-pid unknown}"
 }
 
 hold_lock() {  # hold_lock FD PATH: flock PATH on FD 8 or 9, refused at once when another holds it
@@ -710,7 +711,10 @@ on_signal() {  # on_signal NAME CODE: stopped (ssh drop, kill, Ctrl-C): put back
     wait "$HANDED" && exit "$2"
     exit $?
   fi
-  if [ -n "$HEALTH_PID" ]; then kill -TERM -- "-$HEALTH_PID" 2>/dev/null || kill -TERM "$HEALTH_PID" 2>/dev/null || true; fi
+  if [ -n "$HEALTH_PID" ]; then  # the check's process group; timeout ends after its command
+    kill -TERM -- "-$HEALTH_PID" 2>/dev/null || kill -TERM "$HEALTH_PID" 2>/dev/null || true
+    wait "$HEALTH_PID" 2>/dev/null || true
+  fi
   if [ -n "$PAUSE_PID" ]; then kill "$PAUSE_PID" 2>/dev/null || true; fi
   if [ "$PENDING" = 1 ] && [ -n "$UNDO_OLD" ] && [ "$UNDO_OLD" != "releases/$UNDO_RELEASE" ]; then
     put_back
