@@ -230,6 +230,7 @@ def _blocking_shim(folder: Path, name: str, reached: Path, go: Path) -> dict[str
 
 @pytest.mark.parametrize(("installed", "blocked_in"), [
     (False, "tar"),   # a first install, stopped in its archive checks: the root's lock
+    (False, "sync"),  # a first install that has made PREFIX/.lock: that lock too
     (True, "sync"),   # an upgrade, stopped after its checks, flushing: PREFIX/.lock
 ])
 def test_a_second_installer_is_refused_while_the_first_holds_the_prefix(versions, root,
