@@ -765,6 +765,7 @@ install_bundle() {
   # 3. healthy, or back to the old release
   if ! healthy; then
     if [ -n "$old" ] && [ "$old" != "releases/$release" ]; then
+      trap '' TERM HUP INT  # putting back is not stopped half-way
       put_back
       PENDING=0
       fail "$BUNDLE_ID failed its health check ($HEALTH_WHY); rolled back to $old"
