@@ -275,7 +275,10 @@ class _Rehearsal:
         if health is not None:
             argv += ["--health-cmd", health_command(self.root, self.unit,
                                                     f"{self.prefix}/current", health.bundle),
-                     "--health-timeout", "0"]
+                     # one run of the service for HEALTH_FRAMES frames: minutes under
+                     # emulation, once (a board's default is 3 passes over 15 s)
+                     "--health-timeout", "0", "--health-passes", "1",
+                     "--health-check-timeout", str(int(INSTALL_TIMEOUT_S))]
         start = time.monotonic()
         try:
             done = run_in_root(self.root, ["bash", *argv], timeout=INSTALL_TIMEOUT_S)

@@ -47,6 +47,7 @@ def fleet(tmp_path):
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"edgefuse_boards": {"hosts": hosts, "vars": {
         "edgefuse_bundle_name": "small", "edgefuse_health_timeout": 0,
+        "edgefuse_health_passes": 1,  # one check per host (the log below); the default is 3
         "edgefuse_health_cmd": HEALTH.replace("LOG", str(log))}}}))
     return tmp_path, inventory, log
 

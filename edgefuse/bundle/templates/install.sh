@@ -14,7 +14,11 @@
 #   published digest), --key PUB.pem (a trusted signing key, besides ROOT/etc/edgefuse/keys/*.pem),
 #   --allow-downgrade (install a release that is not newer: see below), --health-cmd CMD (must
 #   succeed after the switch, else the old version comes back; EDGEFUSE_CURRENT names the new
-#   release), --health-timeout SECONDS (default 60).
+#   release; give curl a --max-time), --health-timeout SECONDS (default 60: the first pass must come within it), --health-check-timeout SECONDS (default 30:
+#   one run of CMD is killed after it, and never runs past --health-timeout), --health-passes N
+#   and --health-window SECONDS (default 3 over 15: a release is good, and older ones are removed,
+#   only after N passing checks in a row over the window; one failure in it rolls back; also
+#   EDGEFUSE_HEALTH_PASSES, EDGEFUSE_HEALTH_WINDOW, EDGEFUSE_HEALTH_CHECK_TIMEOUT).
 #
 # Every check runs before anything is written: an archive is refused if it is truncated, holds
 # more than 10000 members or one twice, would unpack to more than 100 times its size + 64 MiB
@@ -33,7 +37,18 @@
 # custom-op package .opp where the models need one and the board has the CANN toolkit; both
 # recorded in PREFIX/{venv,opp}-digests/<id>.sha256) and flushed to disk before PREFIX/current
 # switches to it with one rename; PREFIX/previous is set to the old version before that switch,
-# and older versions are removed only once the new one passed its health check.
+# and older versions are removed only once the new one passed its health checks. SIGTERM, SIGHUP
+# (an ssh drop) or SIGINT after the switch and before that verdict puts the old version back,
+# then exits non-zero.
+#
+# One installer at a time per prefix: PREFIX/.lock (flock), held from the checks to the end (a
+# first install holds the root folder until it makes PREFIX: nothing is written before the
+# checks); a second one is refused, naming the holder's pid. The Python environment is built by
+# root in a folder only root can write, then every file in it must be one the locked wheels'
+# RECORD lists (with its digest) or one the venv made itself. With --root, PREFIX,
+# /etc/edgefuse/keys and /etc/systemd/system are resolved as chroot(ROOT) would: an absolute link
+# inside the root file system leads into it, never to the host; in PREFIX, releases/,
+# venv-digests/ and opp-digests/ must be folders, current and previous links to releases/NAME.
 set -euo pipefail
 umask 022
 INSTALLER_MARK='# edgefuse-installer: 2 (signatures, device check, health rollback)'
@@ -67,6 +82,9 @@ KEYS=()
 ALLOW_DOWNGRADE=0
 HEALTH_CMD=${EDGEFUSE_HEALTH_CMD:-}
 HEALTH_TIMEOUT=60
+HEALTH_CHECK_TIMEOUT=${EDGEFUSE_HEALTH_CHECK_TIMEOUT:-30}
+HEALTH_PASSES=${EDGEFUSE_HEALTH_PASSES:-3}
+HEALTH_WINDOW=${EDGEFUSE_HEALTH_WINDOW:-15}
 HEALTH_INTERVAL=2
 PASS_ON=()  # the options a handed-over install.sh gets again
 
@@ -91,12 +109,19 @@ while [ $# -gt 0 ]; do
     --allow-downgrade) ALLOW_DOWNGRADE=1; PASS_ON+=("$1"); shift ;;
     --health-cmd) [ $# -ge 2 ] || die "--health-cmd needs a command"; HEALTH_CMD=$2; shift 2 ;;
     --health-timeout) [ $# -ge 2 ] || die "--health-timeout needs seconds"; HEALTH_TIMEOUT=$2; PASS_ON+=("$1" "$2"); shift 2 ;;
+    --health-check-timeout) [ $# -ge 2 ] || die "$1 needs seconds"; HEALTH_CHECK_TIMEOUT=$2; shift 2 ;;
+    --health-passes) [ $# -ge 2 ] || die "$1 needs a number"; HEALTH_PASSES=$2; shift 2 ;;
+    --health-window) [ $# -ge 2 ] || die "$1 needs seconds"; HEALTH_WINDOW=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo pipefail$/{/^#/p}' "$0"; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) [ -z "$SOURCE" ] || die "give one archive or folder, not '$SOURCE' and '$1'"; SOURCE=$1; shift ;;
   esac
 done
 case "$HEALTH_TIMEOUT" in ''|*[!0-9]*) die "--health-timeout '$HEALTH_TIMEOUT' is not a number of seconds" ;; esac
+case "$HEALTH_WINDOW" in ''|*[!0-9]*) die "--health-window '$HEALTH_WINDOW' is not a number of seconds" ;; esac
+case "$HEALTH_CHECK_TIMEOUT" in ''|0|*[!0-9]*) die "--health-check-timeout '$HEALTH_CHECK_TIMEOUT' is \
+not a number of seconds (1 or more)" ;; esac
+case "$HEALTH_PASSES" in ''|0|*[!0-9]*) die "--health-passes '$HEALTH_PASSES' is not a number (1 or more)" ;; esac
 case "$PREFIX" in
   /*) ;;
   *) die "the install prefix '$PREFIX' is not absolute (fix install.prefix in the spec)" ;;
@@ -115,8 +140,34 @@ if [ -n "$ROOT" ]; then
   fi
   OFFLINE=1; PYTHON=0
 fi
+in_root() {  # in_root PATH: the host path of PATH inside ROOT, links resolved as chroot(ROOT) would
+  local rest=$1 done= part link hops=0
+  while [ -n "$rest" ]; do
+    part=${rest%%/*}
+    if [ "$part" = "$rest" ]; then rest=; else rest=${rest#*/}; fi
+    case "$part" in
+      ''|.) continue ;;
+      ..) done=${done%/*}; continue ;;  # never above ROOT, as in a chroot
+    esac
+    if [ -L "$ROOT$done/$part" ]; then
+      hops=$((hops + 1))
+      [ "$hops" -le 40 ] || die "'$1' in $ROOT: too many levels of links"
+      link=$(readlink "$ROOT$done/$part")
+      case "$link" in /*) done= ;; esac  # absolute: from ROOT, not from the host's /
+      rest=$link${rest:+/$rest}
+    else
+      done=$done/$part
+    fi
+  done
+  printf '%s\n' "$ROOT$done"
+}
+
 DEST="$ROOT$PREFIX"
 KEYDIR="$ROOT/etc/edgefuse/keys"
+UNITS="$ROOT/etc/systemd/system"
+if [ -n "$ROOT" ]; then
+  DEST=$(in_root "$PREFIX"); KEYDIR=$(in_root /etc/edgefuse/keys); UNITS=$(in_root /etc/systemd/system)
+fi
 LIVE=0
 if [ -z "$ROOT" ] && [ "$OFFLINE" = 0 ] && command -v systemctl >/dev/null 2>&1 \
     && [ -d /run/systemd/system ]; then
@@ -239,7 +290,10 @@ bundle_field() {  # bundle_field DIR KEY: a value of MANIFEST.json's "bundle" bl
 trusted_keys() {  # the keys given with --key, then the device's trust store
   local key
   for key in ${KEYS[@]+"${KEYS[@]}"}; do printf '%s\n' "$key"; done
-  for key in "$KEYDIR"/*.pem; do [ -f "$key" ] && printf '%s\n' "$key"; done
+  for key in "$KEYDIR"/*.pem; do
+    if [ -n "$ROOT" ]; then key=$(in_root "${key#"$ROOT"}"); fi  # a link in the root, not the host
+    [ -f "$key" ] && printf '%s\n' "$key"
+  done
   return 0
 }
 
@@ -409,6 +463,61 @@ it anyway" ;;
 
 # ---- install ---------------------------------------------------------------------------------------
 
+lock_holder() {  # "pid N: its command line" of the processes that hold PATH open on fd 8 or 9
+  local fd pid found=
+  for fd in /proc/[0-9]*/fd/[89]; do
+    pid=${fd#/proc/}; pid=${pid%%/*}
+    [ "$pid" != $$ ] && [ "$fd" -ef "$1" ] 2>/dev/null || continue
+    found="${found:+$found; }pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)"
+  done
+  printf '%s' "${found:-pid unknown}"
+}
+
+hold_lock() {  # hold_lock FD PATH: flock PATH on FD 8 or 9, refused at once when another holds it
+  local fd=$1 path=$2
+  command -v flock >/dev/null 2>&1 || die "flock (util-linux) is needed: one installer at a time"
+  # handed over by our own installer: the same open file, whose lock is already ours
+  if ! [ "/proc/$$/fd/$fd" -ef "$path" ]; then
+    if [ "$fd" = 8 ]; then exec 8<"$path"; else exec 9<"$path"; fi
+  fi
+  flock -n "$fd" || die "another installer is at work on $DEST ($(lock_holder "$path")); let it \
+finish, then run this again; nothing was changed"
+}
+
+take_lock() {  # from the checks to the end: PREFIX/.lock, or the root folder until PREFIX exists
+  if [ -f "$DEST/.lock" ] && [ ! -L "$DEST/.lock" ]; then hold_lock 9 "$DEST/.lock"
+  else hold_lock 9 "${ROOT:-/}"; fi
+}
+
+lock_prefix() {  # before the first write: PREFIX/.lock itself, made while the root's lock is ours
+  [ "/proc/$$/fd/9" -ef "$DEST/.lock" ] && return 0
+  mkdir -p "$DEST"
+  [ ! -L "$DEST/.lock" ] || die "$DEST/.lock is a link; remove it"
+  [ -f "$DEST/.lock" ] || : >> "$DEST/.lock"
+  hold_lock 8 "$DEST/.lock"
+}
+
+check_layout() {  # what install.sh keeps in PREFIX: its own folders, links to releases/NAME only
+  local name target entry
+  for name in releases venv-digests opp-digests; do
+    [ ! -L "$DEST/$name" ] || die "$DEST/$name is a link; install.sh keeps a folder there (remove \
+the link; nothing was changed)"
+  done
+  for name in current previous; do
+    [ -L "$DEST/$name" ] || { [ ! -e "$DEST/$name" ] || die "$DEST/$name is not a link"; continue; }
+    target=$(readlink "$DEST/$name")
+    case "$target" in
+      releases/.*|releases/*/*) die "$DEST/$name points to '$target', not to a release" ;;
+      releases/?*) ;;
+      *) die "$DEST/$name points to '$target', not to a release in $DEST/releases (a link install.sh \
+did not make; nothing was changed)" ;;
+    esac
+  done
+  for entry in "$DEST"/releases/*; do
+    [ ! -L "$entry" ] || die "$entry is a link; a release is a folder (nothing was changed)"
+  done
+}
+
 flush() {  # write everything under the given paths to the card before a rename depends on it
   sync -f "$@" 2>/dev/null || sync
 }
@@ -421,24 +530,31 @@ switch_link() {  # switch_link NAME TARGET: rename a new symlink over NAME (atom
 
 install_service_files() {
   [ -n "$SERVICE" ] || return 0
-  local units="$ROOT/etc/systemd/system"
-  mkdir -p "$units/multi-user.target.wants"
+  local units=$UNITS wants
+  wants=$units/multi-user.target.wants
+  if [ -n "$ROOT" ]; then wants=$(in_root /etc/systemd/system/multi-user.target.wants); fi
+  mkdir -p "$units" "$wants"
   if ! cmp -s "$DEST/current/systemd/$SERVICE.service" "$units/$SERVICE.service"; then
+    rm -f "$units/.$SERVICE.service.new"  # never written through a link left there
     cp "$DEST/current/systemd/$SERVICE.service" "$units/.$SERVICE.service.new"
     flush "$units/.$SERVICE.service.new"
     mv -f "$units/.$SERVICE.service.new" "$units/$SERVICE.service"
   fi
   # what `systemctl enable` does, without a running systemd
-  ln -sfn "/etc/systemd/system/$SERVICE.service" "$units/multi-user.target.wants/$SERVICE.service"
+  ln -sfn "/etc/systemd/system/$SERVICE.service" "$wants/$SERVICE.service"
 }
 
-as_service_user() {  # run a command as the service user where root can switch to it
-  if [ "$(id -u)" = 0 ] && id -u "$SERVICE_USER" >/dev/null 2>&1 \
-      && command -v runuser >/dev/null 2>&1; then
-    runuser -u "$SERVICE_USER" -- "$@"
-  else
-    "$@"
-  fi
+only_root_writes() {  # every folder from / down to DIR: root's, and only root (or sticky) writes
+  local dir=$1 bad
+  [ "$(id -u)" = 0 ] || return 0  # not root: the user building it is the one who runs it
+  while :; do
+    bad=$(find "$dir" -maxdepth 0 \( ! -user 0 -o \( -perm /022 ! -perm -1000 \) \) -print)
+    [ -z "$bad" ] || fail "$bad is writable by a user other than root: a process of that user could \
+change the Python environment while it is built; fix its owner and mode (chown root:; chmod \
+go-w); nothing was switched"
+    [ "$dir" != / ] || return 0
+    dir=$(dirname "$dir")
+  done
 }
 
 cann_python_paths() {  # the folders CANN's set_env.sh puts on PYTHONPATH, where pyACL (acl.so) is
@@ -459,9 +575,84 @@ cann_python_paths() {  # the folders CANN's set_env.sh puts on PYTHONPATH, where
 
 cann_pth_of() { cat "$1"/lib/python*/site-packages/"$CANN_PTH" 2>/dev/null || true; }
 
+scratch() { [ -n "$SCRATCH" ] || SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/edgefuse-bundle.XXXXXX"); }
+
+check_venv() {  # check_venv RELEASE OWN: every file of RELEASE/.venv is one a locked wheel's RECORD
+  # lists (with its sha256), pip's marks and the bytecode of listed sources, the CANN .pth, or one
+  # the venv made itself (OWN, listed before pip ran); prints what is not, and fails then
+  python3 -I - "$1/.venv" "$1/wheels" "$1/$LOCK" "$2" "$CANN_PTH" <<'PY'
+import base64, hashlib, os, re, sys, zipfile
+venv, wheels, lock, own_list, cann_pth = sys.argv[1:]
+lib = os.path.join(venv, "lib")
+site = os.path.join("lib", next(n for n in os.listdir(lib) if n.startswith("python")),
+                    "site-packages")
+pyver = site.split(os.sep)[1]  # pythonX.Y
+locked = set(re.findall(r"--hash=sha256:([0-9a-f]{64})", open(lock).read()))
+allowed = {os.path.normpath(p) for p in open(own_list).read().splitlines()}
+allowed.add(os.path.join(site, cann_pth))
+digests = {}  # path -> the urlsafe-base64 sha256 its wheel's RECORD gives
+for name in sorted(os.listdir(wheels)):
+    path = os.path.join(wheels, name)
+    with open(path, "rb") as handle:
+        if hashlib.sha256(handle.read()).hexdigest() not in locked:
+            continue
+    with zipfile.ZipFile(path) as wheel:
+        names = wheel.namelist()
+        record = next(n for n in names if re.fullmatch(r"[^/]+\.dist-info/RECORD", n))
+        info = record.split("/")[0]
+        dist = info[: -len(".dist-info")].split("-")[0]
+        for mark in ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json"):
+            allowed.add(os.path.join(site, info, mark))
+        if info + "/entry_points.txt" in names:
+            section = ""
+            for line in wheel.read(info + "/entry_points.txt").decode().splitlines():
+                line = line.strip()
+                if line.startswith("["):
+                    section = line
+                elif "=" in line and section in ("[console_scripts]", "[gui_scripts]"):
+                    allowed.add(os.path.join("bin", line.split("=")[0].strip()))
+        for row in wheel.read(record).decode().splitlines():
+            if not row.strip():
+                continue
+            member, digest = row.rsplit(",", 2)[:2]
+            member = member.strip('"')
+            data = re.fullmatch(r"[^/]+\.data/([^/]+)/(.+)", member)
+            if data is None:
+                target = os.path.join(site, member)
+            elif data[1] in ("purelib", "platlib"):
+                target = os.path.join(site, data[2])
+            elif data[1] == "scripts":  # pip rewrites their #! line: listed, not digested
+                allowed.add(os.path.normpath(os.path.join("bin", data[2])))
+                continue
+            elif data[1] == "headers":
+                target = os.path.join("include", "site", pyver, dist, data[2])
+            else:
+                target = data[2]
+            target = os.path.normpath(target)
+            allowed.add(target)
+            if digest.startswith("sha256="):
+                digests[target] = digest[len("sha256="):].rstrip("=")
+bad = []
+for root, folders, files in os.walk(venv):
+    for name in files + [f for f in folders if os.path.islink(os.path.join(root, f))]:
+        full = os.path.join(root, name)
+        rel = os.path.relpath(full, venv)
+        source = re.fullmatch(r"(.*)/__pycache__/([^/.]+)\.[^/]+\.pyc", rel)
+        if rel not in allowed and not (source and f"{source[1]}/{source[2]}.py" in allowed):
+            bad.append(f"  not listed by a locked wheel's RECORD: {rel}")
+        elif rel in digests:
+            with open(full, "rb") as handle:
+                got = base64.urlsafe_b64encode(hashlib.sha256(handle.read()).digest())
+            if got.decode().rstrip("=") != digests[rel]:
+                bad.append(f"  not the file its wheel's RECORD lists: {rel}")
+print("\n".join(bad[:10]))
+sys.exit(1 if bad else 0)
+PY
+}
+
 python_env() {  # python_env RELEASE: its environment, built in place from its own wheels only
   [ "$PYTHON" = 1 ] || return 0
-  local release=$1 venv="$1/.venv" record interpreter have uid cann site
+  local release=$1 venv="$1/.venv" record interpreter have cann site bad
   record=$(venv_record "$release")
   cann=$(cann_python_paths)
   if [ -f "$record" ] && [ -d "$venv" ] && [ "$(venv_listing "$release")" = "$(cat "$record")" ] \
@@ -483,14 +674,21 @@ from an index at first boot built it): rebuild it; nothing was switched"
   # signature): --no-index, --isolated (no pip.conf or PIP_* variable adds a source),
   # --require-hashes. The environment sees none of the system's site-packages (the image's
   # NumPy or OpenCV can never shadow the locked ones); CANN's pyACL comes in through one .pth
-  # naming CANN's Python folders, found now. pip runs as the service user where possible, never
-  # needing root; the finished environment is root's, read-only to the service. Built in
-  # place: pip writes this path into every script's #! line.
+  # naming CANN's Python folders, found now. Built by root (the user running this) in a folder
+  # only root can write: no process of the service user can plant a file (a .pth runs at every
+  # start of that Python) while pip works; then every file is checked against the locked wheels'
+  # RECORD before it is recorded. Built in place: pip writes this path into every #! line.
+  only_root_writes "$release"
   mkdir "$venv"
-  if [ "$(id -u)" = 0 ] && uid=$(id -u "$SERVICE_USER" 2>/dev/null); then chown "$uid" "$venv"; fi
   note "installing $LOCK into $venv from wheels/ only (hash-pinned, no index)"
-  if ! as_service_user python3 -m venv "$venv" \
-      || ! as_service_user "$venv/bin/python" -m pip install --isolated --no-input \
+  if ! python3 -m venv "$venv"; then
+    rm -rf "$venv"
+    fail "python3 -m venv failed: the Python environment of $(basename "$release") could not be \
+built; nothing was switched"
+  fi
+  scratch
+  (cd "$venv" && find . ! -type d -print | LC_ALL=C sort) > "$SCRATCH/venv-own"  # before pip
+  if ! "$venv/bin/python" -m pip install --isolated --no-input \
         --disable-pip-version-check --no-cache-dir --no-index --find-links "$release/wheels" \
         --require-hashes --ignore-installed -r "$release/$LOCK"; then
     rm -rf "$venv"
@@ -506,7 +704,12 @@ wheels (pip refuses a wheel that does not match $LOCK); nothing was switched"
 python/site-packages): the service runs on the CPU fallback; once CANN is installed, run \
 install.sh --finish"
   fi
-  if [ "$(id -u)" = 0 ]; then chown -R 0:0 "$venv"; fi
+  if ! bad=$(check_venv "$release" "$SCRATCH/venv-own"); then
+    rm -rf "$venv"
+    fail "the Python environment of $(basename "$release") holds files its locked wheels do not \
+list (planted while it was built?); nothing was switched:
+$bad"
+  fi
   interpreter=$(sed -n '1s/^#!//p' "$venv/bin/edgefuse")
   if [ "$interpreter" = /bin/sh ]; then  # pip's trampoline for a long path: '''exec' "PY" ...
     interpreter=$(sed -n "2s/^'''exec' \"\{0,1\}\([^\" ]*\).*/\\1/p" "$venv/bin/edgefuse")
@@ -569,30 +772,117 @@ start_service() {
 }
 
 HEALTH_WHY=
-healthy() {  # the service is active (on a live board) and the --health-cmd succeeds, in time
-  local deadline=$((SECONDS + HEALTH_TIMEOUT)) out state
+HEALTH_PID=  # the check in flight, stopped by a signal
+PAUSE_PID=
+
+pause() {  # pause SECONDS, as a child a signal's trap does not wait for
+  sleep "$1" & PAUSE_PID=$!
+  wait "$PAUSE_PID" || true
+  PAUSE_PID=
+}
+
+health_once() {  # health_once LIMIT: systemd's state (live board), then the command, killed at LIMIT s
+  local limit=$1 state status=0
+  HEALTH_WHY=
+  if [ -n "$SERVICE" ] && [ "$LIVE" = 1 ]; then
+    state=$(systemctl is-active "$SERVICE.service" 2>/dev/null || true)
+    [ "$state" = active ] || HEALTH_WHY="$SERVICE.service is $state"
+  fi
+  [ -z "$HEALTH_WHY" ] && [ -n "$HEALTH_CMD" ] || return 0
+  scratch
+  # in the background, waited for: a SIGTERM or SIGHUP is handled at once, not after the check;
+  # timeout kills the check's whole process group; the install lock is not passed on
+  EDGEFUSE_CURRENT="$DEST/current" EDGEFUSE_ROOT="${ROOT:-/}" \
+    timeout -k 5 "$limit" bash -c "$HEALTH_CMD" > "$SCRATCH/health.out" 2>&1 8<&- 9<&- &
+  HEALTH_PID=$!
+  wait "$HEALTH_PID" || status=$?
+  HEALTH_PID=
+  case "$status" in
+    0) ;;
+    124|137) HEALTH_WHY="the health check '$HEALTH_CMD' did not finish within $limit s (killed)" ;;
+    *) HEALTH_WHY="the health check '$HEALTH_CMD' failed (exit $status): $(tail -n 3 \
+"$SCRATCH/health.out")" ;;
+  esac
+}
+
+healthy() {  # a first pass within --health-timeout, then --health-passes in a row over the window
+  local deadline=$((SECONDS + HEALTH_TIMEOUT)) limit passes=1 gap
   [ -n "$HEALTH_CMD" ] || { [ -n "$SERVICE" ] && [ "$LIVE" = 1 ]; } || return 0
   while :; do
-    HEALTH_WHY=
-    if [ -n "$SERVICE" ] && [ "$LIVE" = 1 ]; then
-      state=$(systemctl is-active "$SERVICE.service" 2>/dev/null || true)
-      [ "$state" = active ] || HEALTH_WHY="$SERVICE.service is $state"
+    limit=$HEALTH_CHECK_TIMEOUT  # never past the deadline (--health-timeout 0: one try)
+    if [ "$HEALTH_TIMEOUT" -gt 0 ] && [ $((deadline - SECONDS)) -lt "$limit" ]; then
+      limit=$((deadline - SECONDS)); [ "$limit" -ge 1 ] || limit=1
     fi
-    if [ -z "$HEALTH_WHY" ] && [ -n "$HEALTH_CMD" ]; then
-      if ! out=$(EDGEFUSE_CURRENT="$DEST/current" EDGEFUSE_ROOT="${ROOT:-/}" bash -c "$HEALTH_CMD" 2>&1); then
-        HEALTH_WHY="the health check '$HEALTH_CMD' failed: $(printf '%s' "$out" | tail -n 3)"
-      fi
-    fi
-    [ -n "$HEALTH_WHY" ] || return 0
+    health_once "$limit"
+    [ -n "$HEALTH_WHY" ] || break
     [ "$SECONDS" -lt "$deadline" ] || return 1
-    sleep "$HEALTH_INTERVAL"
+    pause "$HEALTH_INTERVAL"
+  done
+  # the rest spread over the window, in milliseconds: a release that falls over after its first
+  # pass (a crash loop, a leak) is not good; one failure here rolls back
+  [ "$HEALTH_PASSES" -gt 1 ] || return 0
+  gap=$((HEALTH_WINDOW * 1000 / (HEALTH_PASSES - 1)))
+  gap=$((gap / 1000)).$(printf '%03d' $((gap % 1000)))
+  while [ "$passes" -lt "$HEALTH_PASSES" ]; do
+    pause "$gap"
+    health_once "$HEALTH_CHECK_TIMEOUT"
+    if [ -n "$HEALTH_WHY" ]; then
+      HEALTH_WHY="$HEALTH_WHY, after $passes passing check(s) of $HEALTH_PASSES"
+      return 1
+    fi
+    passes=$((passes + 1))
   done
 }
+
+UNDO_OLD=  # while a switched release waits for its verdict: the links to put back
+UNDO_PREV=
+UNDO_RELEASE=
+PENDING=0
+HANDED=  # the bundle's own install.sh, running in the background (hand_over)
+
+put_back() {  # current (and previous) as they were before this install; the new release removed
+  switch_link current "$UNDO_OLD"
+  if [ -n "$UNDO_PREV" ]; then switch_link previous "$UNDO_PREV"; else rm -f "$DEST/previous"; fi
+  install_service_files
+  start_service
+  case "releases/$UNDO_RELEASE" in
+    "$UNDO_OLD"|"$UNDO_PREV") ;;  # an installed release it had switched to again: kept
+    *) rm -rf "${DEST:?}/releases/$UNDO_RELEASE" "$(venv_record "$UNDO_RELEASE")" \
+         "$(opp_record "$UNDO_RELEASE")" ;;
+  esac
+}
+
+on_signal() {  # on_signal NAME CODE: stopped (ssh drop, kill, Ctrl-C): put back, then exit CODE
+  trap '' TERM HUP INT PIPE  # finish putting back; the terminal may be gone: notes may fail
+  if [ -n "$HANDED" ]; then  # the handed-over installer rolls itself back; its exit is ours
+    kill -s "$([ "$1" = HUP ] && echo HUP || echo TERM)" "$HANDED" 2>/dev/null || true
+    wait "$HANDED" && exit "$2"
+    exit $?
+  fi
+  if [ -n "$HEALTH_PID" ]; then  # the check's process group; timeout ends after its command
+    kill -TERM -- "-$HEALTH_PID" 2>/dev/null || kill -TERM "$HEALTH_PID" 2>/dev/null || true
+    wait "$HEALTH_PID" 2>/dev/null || true
+  fi
+  if [ -n "$PAUSE_PID" ]; then kill "$PAUSE_PID" 2>/dev/null || true; fi
+  if [ "$PENDING" = 1 ] && [ -n "$UNDO_OLD" ] && [ "$UNDO_OLD" != "releases/$UNDO_RELEASE" ]; then
+    put_back
+    echo "install.sh: error: stopped by SIG$1 before $UNDO_RELEASE passed its health check; \
+rolled back to $UNDO_OLD" >&2 || true
+  elif [ "$PENDING" = 1 ]; then
+    echo "install.sh: error: stopped by SIG$1 before $UNDO_RELEASE passed its health check; no \
+earlier release to return to" >&2 || true
+  fi
+  exit "$2"
+}
+trap 'on_signal TERM 143' TERM
+trap 'on_signal HUP 129' HUP
+trap 'on_signal INT 130' INT
 
 install_bundle() {
   local src=$1 digest release old prev staging entry
   digest=$(manifest_digest "$src")
   release="$BUNDLE_ID-${digest:0:12}"
+  lock_prefix
   old=$(readlink "$DEST/current" 2>/dev/null || true)
   prev=$(readlink "$DEST/previous" 2>/dev/null || true)
   mkdir -p "$DEST/releases"
@@ -611,7 +901,9 @@ install_bundle() {
   fi
   python_env "$DEST/releases/$release"
   if [ "$OFFLINE" = 0 ]; then opp_package "$DEST/releases/$release"; fi
-  # 2. previous first: killed between the two renames, both links name working releases
+  # 2. previous first: killed between the two renames, both links name working releases; from
+  # here until the verdict, a SIGTERM, SIGHUP or SIGINT puts the old release back
+  UNDO_OLD=$old; UNDO_PREV=$prev; UNDO_RELEASE=$release; PENDING=1
   if [ "$old" != "releases/$release" ]; then
     if [ -n "$old" ]; then switch_link previous "$old"; fi
     switch_link current "releases/$release"
@@ -621,15 +913,15 @@ install_bundle() {
   # 3. healthy, or back to the old release
   if ! healthy; then
     if [ -n "$old" ] && [ "$old" != "releases/$release" ]; then
-      switch_link current "$old"
-      if [ -n "$prev" ]; then switch_link previous "$prev"; else rm -f "$DEST/previous"; fi
-      install_service_files
-      start_service
-      rm -rf "${DEST:?}/releases/$release" "$(venv_record "$release")" "$(opp_record "$release")"
+      trap '' TERM HUP INT  # putting back is not stopped half-way
+      put_back
+      PENDING=0
       fail "$BUNDLE_ID failed its health check ($HEALTH_WHY); rolled back to $old"
     fi
+    PENDING=0
     fail "$BUNDLE_ID failed its health check ($HEALTH_WHY); no earlier release to return to"
   fi
+  PENDING=0
   # 4. marked good: keep it and the one to roll back to
   prev=$(readlink "$DEST/previous" 2>/dev/null || true)
   for entry in "$DEST"/releases/*; do
@@ -644,10 +936,12 @@ install_bundle() {
 
 rollback() {
   local cur prev
+  check_layout
   cur=$(readlink "$DEST/current" 2>/dev/null || true)
   prev=$(readlink "$DEST/previous" 2>/dev/null || true)
   [ -n "$prev" ] && [ -d "$DEST/$prev" ] || die "no previous version to roll back to in $DEST"
   [ "$prev" != "$cur" ] || die "previous and current are both $cur in $DEST: nothing to roll back to"
+  lock_prefix
   verify_tree "$DEST/$prev" installed
   python_env "$DEST/$prev"
   switch_link current "$prev"
@@ -702,21 +996,31 @@ hand_over() {  # a checked bundle of another version installs with its own (now 
   local args=(${PASS_ON[@]+"${PASS_ON[@]}"})
   if [ -n "$ROOT" ]; then args+=(--root "$ROOT"); fi
   if [ -n "$HEALTH_CMD" ]; then args+=(--health-cmd "$HEALTH_CMD"); fi
-  bash "$SRC/install.sh" "${args[@]}" "$SRC" && exit 0
-  exit $?
+  # the lock (fd 9) goes with it; the health settings as variables, which an older installer
+  # ignores rather than refuses; run in the background, so that a signal reaches it (on_signal)
+  EDGEFUSE_HEALTH_PASSES=$HEALTH_PASSES EDGEFUSE_HEALTH_WINDOW=$HEALTH_WINDOW \
+    EDGEFUSE_HEALTH_CHECK_TIMEOUT=$HEALTH_CHECK_TIMEOUT bash "$SRC/install.sh" "${args[@]}" "$SRC" &
+  HANDED=$!
+  local status=0
+  wait "$HANDED" || status=$?
+  exit "$status"
 }
 
 case "$MODE" in
   verify) source_tree; note "${SOURCE:-$SRC}: $(bundle_field "$SRC" id) (build \
 $(bundle_field "$SRC" build)): every file matches MANIFEST.json" ;;
-  rollback) rollback ;;
+  rollback) take_lock; rollback ;;
   finish)
+    take_lock
     [ -L "$DEST/current" ] || die "nothing installed in $DEST to finish"
+    lock_prefix; check_layout
     verify_tree "$(readlink -f "$DEST/current")" installed
     ensure_user; python_env "$(readlink -f "$DEST/current")"
     opp_package "$(readlink -f "$DEST/current")"; start_service
     healthy || fail "$BUNDLE_ID is not healthy after --finish ($HEALTH_WHY)" ;;
   install)
+    take_lock  # from the checks (check_not_older reads current) to the end
+    check_layout
     source_tree
     hand_over
     if [ "$OFFLINE" = 0 ]; then ensure_user; fi
