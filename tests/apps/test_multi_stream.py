@@ -78,7 +78,7 @@ def _tracks(records):
 
 
 def _events(records):
-    return [{k: v for k, v in e.items() if k != "time"} for r in records
+    return [{k: v for k, v in e.items() if k not in ("time", "mono")} for r in records
             for e in r.get("events", [])]
 
 
