@@ -37,3 +37,11 @@ def small_build(tmp_path_factory) -> SmallBuild:
     cache = root / "cache"
     outcome = build(spec, root / "out", cache_dir=cache, progress=False)
     return SmallBuild(spec.parent, cache, outcome)
+
+
+@pytest.fixture
+def root(tmp_path) -> Path:
+    """An empty root file system for ``install.sh --root`` (a systemd unit folder only)."""
+    folder = tmp_path / "root"
+    (folder / "etc" / "systemd" / "system").mkdir(parents=True)
+    return folder

@@ -47,13 +47,6 @@ def _state(root: Path) -> dict[str, str]:
     return state
 
 
-@pytest.fixture
-def root(tmp_path) -> Path:
-    folder = tmp_path / "root"
-    (folder / "etc" / "systemd" / "system").mkdir(parents=True)
-    return folder
-
-
 def test_install_switches_current_and_enables_the_service(small_build, root):
     done = _install(small_build.install_sh, root, str(small_build.archive))
     assert done.returncode == 0, done.stderr

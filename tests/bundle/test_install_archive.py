@@ -28,6 +28,7 @@ from tests.bundle.models import write_spec
 from tests.bundle.trust import (
     PREFIX,
     build_version,
+    current_release,
     rewrite_manifest,
     run_install,
     shim,
@@ -37,17 +38,6 @@ from tests.bundle.trust import (
 pytestmark = pytest.mark.ort
 
 TOP = "small-1.0.0"
-
-
-@pytest.fixture
-def root(tmp_path) -> Path:
-    folder = tmp_path / "root"
-    (folder / "etc" / "systemd" / "system").mkdir(parents=True)
-    return folder
-
-
-def _current(root: Path) -> str:
-    return os.readlink(root / PREFIX / "current")
 
 
 def _tar(folder: Path, top: str, path: Path) -> Path:
@@ -229,7 +219,7 @@ def test_a_final_release_replaces_its_release_candidate_and_not_back(same_build,
     assert run_install(rc1.output_dir / "install.sh", root, str(rc1.archive)).returncode == 0
     done = run_install(final.output_dir / "install.sh", root, str(final.archive))
     assert done.returncode == 0, done.stderr
-    assert _current(root).startswith("releases/small-2.0.0-")
+    assert current_release(root).startswith("releases/small-2.0.0-")
     before = state(root)
     back = run_install(rc1.output_dir / "install.sh", root, str(rc1.archive))
     assert back.returncode == 2, back.stderr

@@ -24,6 +24,7 @@ from edgefuse.bundle.signing import new_key_pair
 from tests.bundle.trust import (
     PREFIX,
     build_version,
+    current_release,
     host_python3_path,
     run_install,
     shim,
@@ -41,17 +42,6 @@ def versions(small_build, tmp_path_factory):
     for version in ("2.0.0", "3.0.0"):
         found[version] = build_version(small_build, folder / version, version)
     return found
-
-
-@pytest.fixture
-def root(tmp_path) -> Path:
-    folder = tmp_path / "root"
-    (folder / "etc" / "systemd" / "system").mkdir(parents=True)
-    return folder
-
-
-def _current(root: Path) -> str:
-    return os.readlink(root / PREFIX / "current")
 
 
 def _releases(root: Path) -> list[str]:
@@ -109,7 +99,7 @@ def test_a_stop_during_the_health_wait_puts_the_old_release_back(versions, root,
                                                                   code):
     assert run_install(_install_sh(versions["1.0.0"]), root,
                        str(versions["1.0.0"].archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     unit = (root / "etc/systemd/system/edgefuse-small.service").read_text()
     waiting, held = _fifo(tmp_path / "waiting"), _fifo(tmp_path / "held")
     health = f'echo "$EDGEFUSE_CURRENT" > {waiting}; cat {held}'  # blocks until the test writes
@@ -118,14 +108,14 @@ def test_a_stop_during_the_health_wait_puts_the_old_release_back(versions, root,
                        str(versions["2.0.0"].archive))
     try:
         _read_line(waiting, installer)
-        assert _current(root).startswith("releases/small-2.0.0-")  # switched, not yet checked
+        assert current_release(root).startswith("releases/small-2.0.0-")  # switched, unchecked
         installer.send_signal(sig)
         _, err = installer.communicate(timeout=60)
     finally:
         _stop(installer)
     assert installer.returncode == code, err
     assert f"stopped by {sig.name}" in err and f"rolled back to {first}" in err, err
-    assert _current(root) == first
+    assert current_release(root) == first
     assert not (root / PREFIX / "previous").exists()
     assert _releases(root) == [first.split("/")[1]]
     assert (root / "etc/systemd/system/edgefuse-small.service").read_text() == unit
@@ -140,7 +130,7 @@ def test_a_hung_health_check_is_killed_at_the_health_timeout_and_rolled_back(ver
                                                                              tmp_path):
     assert run_install(_install_sh(versions["1.0.0"]), root,
                        str(versions["1.0.0"].archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     held = _fifo(tmp_path / "held")  # nobody ever writes it: the check hangs
     start = time.monotonic()
     done = run_install(_install_sh(versions["2.0.0"]), root, "--health-cmd", f"cat {held}",
@@ -148,7 +138,7 @@ def test_a_hung_health_check_is_killed_at_the_health_timeout_and_rolled_back(ver
     elapsed = time.monotonic() - start
     assert done.returncode == 1, done.stderr
     assert "did not finish within 2 s" in done.stderr and f"rolled back to {first}" in done.stderr
-    assert _current(root) == first
+    assert current_release(root) == first
     assert elapsed < 30, elapsed  # 2 s and the install; never the 45 s of the issue, or forever
 
 
@@ -170,7 +160,7 @@ def test_one_run_of_the_check_is_killed_at_the_health_check_timeout(versions, ro
 def test_a_release_that_passes_once_then_fails_is_rolled_back(versions, root, tmp_path):
     assert run_install(_install_sh(versions["1.0.0"]), root,
                        str(versions["1.0.0"].archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     count = tmp_path / "count"
     health = f'echo x >> {count}; [ "$(wc -l < {count})" -lt 2 ]'  # passes once, then falls over
     done = run_install(_install_sh(versions["2.0.0"]), root, "--health-cmd", health,
@@ -179,7 +169,7 @@ def test_a_release_that_passes_once_then_fails_is_rolled_back(versions, root, tm
     assert done.returncode == 1, done.stderr
     assert "after 1 passing check(s) of 3" in done.stderr and f"rolled back to {first}" in \
         done.stderr, done.stderr
-    assert _current(root) == first
+    assert current_release(root) == first
     assert _releases(root) == [first.split("/")[1]]
 
 
@@ -187,10 +177,10 @@ def test_a_release_is_good_after_n_passes_over_the_window_and_keeps_previous_til
         versions, root, tmp_path):
     assert run_install(_install_sh(versions["1.0.0"]), root,
                        str(versions["1.0.0"].archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     assert run_install(_install_sh(versions["2.0.0"]), root,
                        str(versions["2.0.0"].archive)).returncode == 0
-    second = _current(root)
+    second = current_release(root)
     log = tmp_path / "checks"
     prefix = root / PREFIX
     # each check notes the time and whether both older releases are still there
@@ -255,7 +245,7 @@ def test_a_second_installer_is_refused_while_the_first_holds_the_prefix(versions
     assert "another installer is at work on" in second.stderr, second.stderr
     assert f"pid {first.pid}: bash {_install_sh(versions['3.0.0'])}" in second.stderr
     assert first.returncode == 0, err
-    assert _current(root).startswith("releases/small-3.0.0-")
+    assert current_release(root).startswith("releases/small-3.0.0-")
     assert all((root / PREFIX / "releases" / name / "MANIFEST.json").is_file()
                for name in _releases(root))
     after = run_install(_install_sh(versions["2.0.0"]), root, str(versions["2.0.0"].archive))
@@ -284,7 +274,7 @@ def test_the_lock_goes_with_a_handed_over_install_and_rollback_takes_it_too(vers
         _stop(rollback)
     assert second.returncode == 2 and "another installer is at work" in second.stderr
     assert rollback.returncode == 0, err
-    assert _current(root).startswith("releases/small-1.0.0-")
+    assert current_release(root).startswith("releases/small-1.0.0-")
 
 
 # ---- §7: a file planted in the environment while it is built ------------------------------------

@@ -31,6 +31,7 @@ from tests.bundle.models import write_spec
 from tests.bundle.trust import (
     PREFIX,
     build_version,
+    current_release,
     host_python3,
     rewrite_manifest,
     run_install,
@@ -58,20 +59,9 @@ def signed(small_build, keys, tmp_path_factory):
             for version in ("1.0.0", "2.0.0")}
 
 
-@pytest.fixture
-def root(tmp_path) -> Path:
-    folder = tmp_path / "root"
-    (folder / "etc" / "systemd" / "system").mkdir(parents=True)
-    return folder
-
-
 def _trust(root: Path, public: Path) -> None:
     (root / "etc/edgefuse/keys").mkdir(parents=True, exist_ok=True)
     shutil.copy(public, root / "etc/edgefuse/keys" / public.name)
-
-
-def _current(root: Path) -> str:
-    return os.readlink(root / PREFIX / "current")
 
 
 def _tar(folder: Path, top: str, path: Path) -> Path:
@@ -128,7 +118,7 @@ def test_a_venv_planted_into_an_installed_release_is_refused_on_rollback(small_b
     (previous / ".venv/bin/edgefuse").write_text("#!/bin/sh\necho planted\n")
     done = run_install(v2.output_dir / "install.sh", root, "--rollback")
     assert done.returncode == 2 and "not the Python environment" in done.stderr, done.stderr
-    assert _current(root).startswith("releases/small-2.0.0-")
+    assert current_release(root).startswith("releases/small-2.0.0-")
     with pytest.raises(InputError, match=r"not the Python environment"):
         verify_tree(previous)
 
@@ -150,7 +140,7 @@ def test_a_venv_link_whose_listing_matches_the_record_is_refused_on_rollback(sma
     record.write_text(f"link  .venv -> {elsewhere}\n")
     done = run_install(v2.output_dir / "install.sh", root, "--rollback")
     assert done.returncode == 2 and "not the Python environment" in done.stderr, done.stderr
-    assert _current(root).startswith("releases/small-2.0.0-")
+    assert current_release(root).startswith("releases/small-2.0.0-")
 
 
 # ---- 2. and 5.: the Python environment, built where it runs, before the switch ------------------
@@ -250,14 +240,14 @@ def test_a_lower_version_is_refused_unless_forced(signed, keys, root):
     _trust(root, keys["release"][1])
     v1, v2 = signed["1.0.0"], signed["2.0.0"]
     assert run_install(v2.output_dir / "install.sh", root, str(v2.archive)).returncode == 0
-    newer = _current(root)
+    newer = current_release(root)
     before = state(root)
     done = run_install(v1.output_dir / "install.sh", root, str(v1.archive))
     assert done.returncode == 2 and "downgrade refused" in done.stderr, done.stderr
     assert state(root) == before
     forced = run_install(v1.output_dir / "install.sh", root, "--allow-downgrade", str(v1.archive))
     assert forced.returncode == 0, forced.stderr
-    assert _current(root).startswith("releases/small-1.0.0-")
+    assert current_release(root).startswith("releases/small-1.0.0-")
     assert os.readlink(root / PREFIX / "previous") == newer
 
 
@@ -277,7 +267,7 @@ def test_the_installed_installer_checks_and_hands_over_an_upgrade(signed, keys, 
     done = run_install(installed, root, str(v2.archive))
     assert done.returncode == 0, done.stderr
     assert "small-2.0.0 is checked; its own install.sh installs it" in done.stderr
-    assert _current(root).startswith("releases/small-2.0.0-")
+    assert current_release(root).startswith("releases/small-2.0.0-")
 
 
 def test_the_installed_installer_refuses_what_a_new_installer_would_wave_through(
@@ -295,7 +285,7 @@ def test_the_installed_installer_refuses_what_a_new_installer_would_wave_through
     rewrite_manifest(bundle, lambda data: data["files"].__setitem__("install.sh", digest))
     done = run_install(bundle / "install.sh", root, str(bundle))
     assert done.returncode == 2 and "the installer on this device refuses" in done.stderr
-    assert _current(root).startswith("releases/small-1.0.0-")
+    assert current_release(root).startswith("releases/small-1.0.0-")
 
 
 # ---- 4. --root never builds a host environment into a rootfs ------------------------------------
@@ -319,7 +309,7 @@ def test_killed_between_the_link_switches_a_retry_and_rollback_still_work(small_
                                                                           tmp_path):
     v2 = build_version(small_build, tmp_path / "v2", "2.0.0")
     assert run_install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     count = tmp_path / "renames"
     env = shim(tmp_path / "bin", "mv", f"""for last; do :; done
 case "$last" in */current|*/previous)
@@ -330,18 +320,18 @@ exec {shutil.which("mv")} "$@"
 """)
     killed = run_install(v2.output_dir / "install.sh", root, str(v2.archive), env=env)
     assert killed.returncode != 0
-    assert (root / PREFIX / _current(root) / "MANIFEST.json").is_file()
+    assert (root / PREFIX / current_release(root) / "MANIFEST.json").is_file()
     retry = run_install(v2.output_dir / "install.sh", root, str(v2.archive))
     assert retry.returncode == 0, retry.stderr
     back = run_install(v2.output_dir / "install.sh", root, "--rollback")
     assert back.returncode == 0, back.stderr
-    assert _current(root) == first
+    assert current_release(root) == first
 
 
 def test_the_release_is_flushed_before_current_switches_to_it(small_build, root, tmp_path):
     v2 = build_version(small_build, tmp_path / "v2", "2.0.0")
     assert run_install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     log = tmp_path / "syncs"
     prefix = root / PREFIX
     env = shim(tmp_path / "bin", "sync", f"""echo "$(readlink {prefix}/current) \
@@ -365,13 +355,13 @@ HEALTH = '! grep -q EDGEFUSE_BROKEN "$EDGEFUSE_CURRENT/env/edgefuse-small.env"'
 def test_an_unhealthy_release_is_rolled_back_and_removed(small_build, root, tmp_path):
     bad = build_version(small_build, tmp_path / "bad", "2.0.0", health_marker=True)
     assert run_install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     unit = (root / "etc/systemd/system/edgefuse-small.service").read_text()
     done = run_install(bad.output_dir / "install.sh", root, "--health-cmd", HEALTH,
                        "--health-timeout", "0", str(bad.archive))
     assert done.returncode == 1, done.stderr
     assert "failed its health check" in done.stderr and f"rolled back to {first}" in done.stderr
-    assert _current(root) == first
+    assert current_release(root) == first
     assert not (root / PREFIX / "previous").exists()
     assert [p.name for p in (root / PREFIX / "releases").iterdir()] == [first.split("/")[1]]
     assert (root / "etc/systemd/system/edgefuse-small.service").read_text() == unit
@@ -380,7 +370,7 @@ def test_an_unhealthy_release_is_rolled_back_and_removed(small_build, root, tmp_
 def test_a_healthy_release_keeps_the_previous_one(small_build, root, tmp_path):
     v2 = build_version(small_build, tmp_path / "v2", "2.0.0")
     assert run_install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
-    first = _current(root)
+    first = current_release(root)
     done = run_install(v2.output_dir / "install.sh", root, "--health-cmd", HEALTH,
                        "--health-timeout", "0", str(v2.archive))
     assert done.returncode == 0, done.stderr
@@ -429,7 +419,7 @@ printf '%s\\n' "$out"
     done = run_install(v2.output_dir / "install.sh", root, "--expect-sha256",
                        small_build.outcome.archive_sha256, str(archive), env=env)
     assert done.returncode == 0, done.stderr
-    assert _current(root).startswith("releases/small-1.0.0-")
+    assert current_release(root).startswith("releases/small-1.0.0-")
 
 
 

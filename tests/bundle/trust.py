@@ -93,3 +93,8 @@ def state(root: Path) -> dict[str, str]:
         else:
             found[key] = "dir"
     return found
+
+
+def current_release(root: Path) -> str:
+    """What ``PREFIX/current`` in ``root`` points at (``releases/<id>-<digest>``)."""
+    return os.readlink(root / PREFIX / "current")
