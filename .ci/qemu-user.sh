@@ -28,37 +28,12 @@ if [ -n "$candidate" ] && [ "$candidate" -ge "$MIN" ]; then
   exit 0
 fi
 
-. /etc/os-release
-if [ "${ID:-}" != debian ]; then
-  echo "qemu-user.sh: this $PRETTY_NAME offers qemu-user ${candidate:-none} (< $MIN) and is not" \
-    "Debian: install qemu-user >= $MIN by hand" >&2
-  exit 1
-fi
-# the mirror of this machine's own suite: deb822 *.sources first, then one-line lists
-mirror=$(awk -v suite="$VERSION_CODENAME" 'BEGIN { RS = "" } {
-    uri = ""; ours = 0; n = split($0, lines, "\n")
-    for (i = 1; i <= n; i++) {
-      if (lines[i] ~ /^URIs:/) { split(lines[i], words, /[ \t]+/); uri = words[2] }
-      if (lines[i] ~ /^Suites:/) { m = split(lines[i], words, /[ \t]+/)
-        for (j = 2; j <= m; j++) if (words[j] == suite) ours = 1 }
-    }
-    if (ours && uri != "") { print uri; exit }
-  }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-if [ -z "$mirror" ]; then
-  mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
-    | sed 's/\[[^]]*\]//' | awk -v suite="$VERSION_CODENAME" \
-      '$1 == "deb" && $3 == suite { print $2; exit }' || true)
-fi
-[ -n "$mirror" ] || { echo "qemu-user.sh: no apt source for $VERSION_CODENAME" >&2; exit 1; }
-
+WANTED="qemu-user >= $MIN (this suite offers ${candidate:-none})"
+. "$(dirname "$0")/debian-mirror.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $NEWER_SUITE main" \
-  > "$work/sources.list"
-apt_private=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
-  -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o APT::Sandbox::User=root)
-apt-get "${apt_private[@]}" update -qq
-(cd "$work" && apt-get "${apt_private[@]}" download -qq qemu-user)
+apt_private "$work" \
+  "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $NEWER_SUITE main"
+(cd "$work" && apt-get "${apt_options[@]}" download -qq qemu-user)
 dpkg -i "$work"/qemu-user_*.deb >/dev/null
 echo "qemu-user: $(qemu-aarch64 --version | head -n 1) (Debian $NEWER_SUITE's, from $mirror)"

@@ -7,9 +7,11 @@ real file system shows it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,25 @@ def fill(folder: Path, leave: int = 0) -> Path:
 
 def unmount(folder: Path) -> None:
     subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``folder`` while the block runs (skips as ``mount_tmpfs``)."""
+    mount_tmpfs(folder, size)
+    try:
+        yield folder
+    finally:
+        unmount(folder)
+
+
+def tmpfs_fixture(name: str, size: str):
+    """A fixture ``name``: a tmpfs of ``size`` in the test's folder, e.g. in a test module
+    ``full = tmpfs_fixture("full", "1m")``."""
+
+    @pytest.fixture(name=name)
+    def mounted(tmp_path: Path) -> Iterator[Path]:
+        with tmpfs(tmp_path / name, size) as folder:
+            yield folder
+
+    return mounted

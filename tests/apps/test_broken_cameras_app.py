@@ -22,13 +22,15 @@ import numpy as np
 import pytest
 
 from edgefuse.cli.main import main
+from edgefuse.testing.mjpeg import MjpegServer, part
 from tests.needs import optional
-from tests.vision.streams.scripted_camera import ScriptedCamera, jpeg, part
 from tests.vision.streams.test_broken_cameras import (
     BROKEN_PARTS,
     FIRST_CONNECTION,
     GARBAGE_RUNS,
+    PACE_FPS,
     SECOND_CONNECTION,
+    jpeg,
 )
 
 pytestmark = pytest.mark.ort
@@ -84,7 +86,7 @@ def _metric(url: str, name: str) -> float | None:
 
 def test_broken_parts_are_counted_in_metrics_and_summary_and_zones_follow_the_resolution(
         tmp_path, detector_onnx):
-    camera = ScriptedCamera([FIRST_CONNECTION, SECOND_CONNECTION])
+    camera = MjpegServer(PACE_FPS, scripts=[FIRST_CONNECTION, SECOND_CONNECTION]).start()
     config = tmp_path / "detect.yaml"
     config.write_text(ZONE + "serve: 127.0.0.1:0\n"
                       "reconnect: {attempts: 3, backoff_s: 0.05, max_backoff_s: 0.1}\n")
@@ -118,8 +120,9 @@ def test_broken_parts_are_counted_in_metrics_and_summary_and_zones_follow_the_re
 
 def test_a_camera_switching_to_another_aspect_ratio_stops_with_a_clear_error(
         tmp_path, detector_onnx, capsys):
-    camera = ScriptedCamera([[part(jpeg(10)), part(jpeg(20)), part(jpeg(30, (36, 64))),
-                              part(jpeg(40, (36, 64)))]])
+    camera = MjpegServer(PACE_FPS, scripts=[[part(jpeg(10)), part(jpeg(20)),
+                                             part(jpeg(30, (36, 64))),
+                                             part(jpeg(40, (36, 64)))]]).start()
     config = tmp_path / "detect.yaml"
     config.write_text(ZONE)
     try:

@@ -22,7 +22,7 @@ import pytest
 from edgefuse.testing.mjpeg import MjpegServer
 from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from tests.apps.test_service import App, jsonl_records, wait_until
-from tests.full_disk import fill, mount_tmpfs, unmount
+from tests.full_disk import fill, tmpfs_fixture
 from tests.needs import optional
 
 pytestmark = pytest.mark.ort
@@ -31,20 +31,8 @@ av = optional("av")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def full(tmp_path):
-    folder = tmp_path / "full"
-    mount_tmpfs(folder, "1m")
-    yield folder
-    unmount(folder)
-
-
-@pytest.fixture
-def roomy(tmp_path):
-    folder = tmp_path / "roomy"
-    mount_tmpfs(folder, "16m")
-    yield folder
-    unmount(folder)
+full = tmpfs_fixture("full", "1m")
+roomy = tmpfs_fixture("roomy", "16m")
 
 
 @pytest.mark.parametrize("outputs", [("out.mp4", "out.jsonl"), ("out.avi",)],

@@ -7,12 +7,24 @@ events arrive in order and at least once. A 4xx other than 408/429 means the rec
 take this event: it is dropped and counted as rejected rather than blocking the rest forever.
 Plain ``urllib``: no dependency. With a ``journal`` the outbox spills to disk past its memory
 bound and keeps what is undelivered across a restart (``Outbox``).
+
+Why ``Retry-After`` is honoured (RFC 9110 §10.2.3, with a 429 or a 503): a receiver that says
+how long it needs (a rate limit, a restart) is not asked again sooner, which would only be
+refused again, nor left waiting longer than it asked. Its two forms: a number of seconds, or an
+HTTP-date, turned into seconds against the response's own ``Date`` (the receiver's clock, so a
+board whose clock is still in 1970 waits what the receiver meant), else against this clock. The
+wait is at most ``MAX_RETRY_AFTER_S`` (a receiver asking for hours must not hold events that
+long; they wait in the outbox and its journal meanwhile) and runs on the monotonic clock
+(``Event.wait``), so a clock step does not shorten or stretch it.
 """
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,6 +36,36 @@ from edgefuse.vision.events.outbox import Outbox
 
 RETRY_AFTER = (408, 429)
 MAX_BACKOFF_S = 30.0
+MAX_RETRY_AFTER_S = 300.0
+
+
+def retry_after_s(value: str | None, date: str | None = None, *,
+                  wall: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (0 for a date gone by, at most
+    ``MAX_RETRY_AFTER_S``), or None where there is none or it cannot be read. ``date``: the
+    response's ``Date`` header, the reference for an HTTP-date; else ``wall`` (the wall clock)."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER_S)
+    until = _http_date(value)
+    if until is None:
+        return None
+    reference = _http_date(date) if date is not None else None
+    if reference is None:
+        reference = time.time() if wall is None else wall
+    return min(max(0.0, until - reference), MAX_RETRY_AFTER_S)
+
+
+def _http_date(value: str) -> float | None:
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:  # "-0000": UTC, as HTTP-dates are (RFC 9110 §5.6.7)
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
 
 
 class WebhookPublisher:
@@ -72,10 +114,13 @@ class WebhookPublisher:
             event = self.outbox.peek()
             if event is None:
                 return
-            outcome = self._post(event)
+            outcome, asked_s = self._post(event)
             if outcome == "retry":
-                self._stop.wait(backoff)
-                backoff = min(2 * backoff, MAX_BACKOFF_S)
+                if asked_s is None:
+                    self._stop.wait(backoff)
+                    backoff = min(2 * backoff, MAX_BACKOFF_S)
+                else:  # the receiver said how long
+                    self._stop.wait(asked_s)
                 continue
             backoff = 1.0
             if outcome == "delivered":
@@ -84,16 +129,19 @@ class WebhookPublisher:
                 self.rejected += 1
             self.outbox.done(event)
 
-    def _post(self, event: dict[str, Any]) -> str:
+    def _post(self, event: dict[str, Any]) -> tuple[str, float | None]:
+        """What became of ``event`` (delivered, rejected, retry) and, for a retry, the seconds
+        the receiver's ``Retry-After`` asked for (None: it did not say)."""
         request = urllib.request.Request(self.url, data=json.dumps(event).encode(),
                                          headers=self.headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 response.read()
-            return "delivered"
+            return "delivered", None
         except urllib.error.HTTPError as exc:
             if 400 <= exc.code < 500 and exc.code not in RETRY_AFTER:
-                return "rejected"
-            return "retry"
+                return "rejected", None
+            return "retry", retry_after_s(exc.headers.get("Retry-After"),
+                                          exc.headers.get("Date"))
         except (urllib.error.URLError, TimeoutError, ConnectionError):
-            return "retry"
+            return "retry", None

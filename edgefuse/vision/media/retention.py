@@ -14,10 +14,16 @@ one stream's video segments, one JSON Lines file's rotated ``.N`` files), and ne
 being written: it is a hidden temporary, or the live JSON Lines file itself, and neither
 matches. Each output has its own budget: segments and JSON Lines in one folder are two.
 
-Why a file written by this run is aged on the monotonic clock: a board without a battery-backed
-clock boots in 1970 and steps its clock when NTP answers; measured on the wall clock, every file
-written before that step would be 56 years old at once and deleted. Files found at the start
-(or by ``rescan``) can only be aged by their modification time against the wall clock then.
+Why every file is aged on the monotonic clock: a board without a battery-backed clock boots in
+1970 and steps its clock when NTP answers, and a clock can be stepped back or forward later;
+measured on the wall clock, every file written before the step from 1970 would be 56 years old at
+once and deleted, and a step forward of a day would delete a day's files early. A file written by
+this run is stamped on the monotonic clock when it is ``add``-ed. A file found on disk (at the
+start, or by ``rescan``) can only be aged by its modification time against the wall clock: once,
+when it is found, and on the monotonic clock from then on (a modification time ahead of the wall
+clock, found while the clock is still behind, counts as just written). A ``rescan`` (rotated
+JSON Lines are renamed, ``.1`` to ``.2``) keeps the stamp of every file it already knew: a file
+is known by its device, inode, size and modification time, which a rename keeps.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import os
 import re
 import threading
 import time
@@ -64,20 +71,20 @@ class RetainedFolder:
     The folder is listed once, at the start (and again by ``rescan``, for files renamed since,
     as rotated JSON Lines are); after that each file written is ``add``-ed, so a check costs
     nothing per file kept (a board holding 20 000 snapshots must not list them all on every
-    event)."""
+    event). ``clock`` (monotonic) and ``wall`` are the clocks files are aged on (module
+    docstring)."""
 
     def __init__(self, folder: Path, retention: Retention, *, names: re.Pattern[str] = MEDIA_NAME,
                  pattern: str = "*/*", what: str = "event media",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self.folder = Path(folder)
         self.retention = retention
         self.names, self.pattern, self.what = names, pattern, what
-        self._clock = clock
+        self._clock, self._wall = clock, wall
         self.deleted = 0
         self._lock = threading.Lock()
-        # (modification time, or None; monotonic time of the add, or None; path, size)
-        self._files: collections.deque[tuple[float | None, float | None, Path, int]] = (
-            collections.deque())
+        self._files: collections.deque[_Kept] = collections.deque()  # oldest first
         self._total = 0
         self.rescan()
 
@@ -86,7 +93,7 @@ class RetainedFolder:
         return self._total
 
     def rescan(self) -> None:
-        """List the folder again (oldest first: modification time, then name)."""
+        """List the folder again, oldest first; a file known before keeps its stamp."""
         found = []
         for path in self.folder.glob(self.pattern):
             if self.names.fullmatch(path.name):
@@ -94,44 +101,70 @@ class RetainedFolder:
                     stat = path.stat()
                 except FileNotFoundError:
                     continue
-                found.append((stat.st_mtime, path.name, path, stat.st_size))
-        # (modification time, or None; monotonic time of the add, or None; path, size)
+                found.append((path, stat))
         with self._lock:
-            self._files = collections.deque((mtime, None, path, size)
-                                            for mtime, _, path, size in sorted(found))
-            self._total = sum(size for *_, size in self._files)
+            known = {kept.identity: kept.born for kept in self._files}
+            now, now_wall = self._clock(), self._wall()
+            kept = [_Kept.of(path, stat, known.get(_identity(stat),
+                                                   now - max(0.0, now_wall - stat.st_mtime)))
+                    for path, stat in found]
+            self._files = collections.deque(sorted(kept, key=_Kept.order))
+            self._total = sum(k.size for k in self._files)
 
-    def add(self, path: Path, now: float | None = None) -> list[Path]:
+    def add(self, path: Path) -> list[Path]:
         """Counts the file just written at ``path`` (aged from now on the monotonic clock), then
-        ``enforce`` (``now``: the wall clock, for the files found at the start)."""
-        size = path.stat().st_size
+        ``enforce``."""
+        stat = path.stat()
         with self._lock:
-            self._files.append((None, self._clock(), path, size))
-            self._total += size
-        return self.enforce(now)
+            self._files.append(_Kept.of(path, stat, self._clock()))
+            self._total += stat.st_size
+        return self.enforce()
 
-    def enforce(self, now: float | None = None) -> list[Path]:
+    def enforce(self) -> list[Path]:
         """Deletes what is beyond the limits, oldest first; returns what it deleted."""
-        now = time.time() if now is None else now  # the wall clock: files found at the start
-        now_mono = self._clock()  # files this run added
+        now = self._clock()
         limits = self.retention
         gone = []
         with self._lock:
             while self._files:
-                mtime, added, path, size = self._files[0]
-                age = now - mtime if added is None else now_mono - added
-                too_old = limits.max_age_s is not None and age > limits.max_age_s
+                oldest = self._files[0]
+                too_old = limits.max_age_s is not None and now - oldest.born > limits.max_age_s
                 too_big = limits.max_bytes is not None and self._total > limits.max_bytes
                 too_full = (limits.min_free_bytes is not None
                             and 0 <= free_bytes(self.folder) < limits.min_free_bytes)
                 if not (too_old or too_big or too_full):
                     break
                 self._files.popleft()
-                path.unlink(missing_ok=True)
-                self._total -= size
-                gone.append(path)
+                oldest.path.unlink(missing_ok=True)
+                self._total -= oldest.size
+                gone.append(oldest.path)
             self.deleted += len(gone)
         if gone:
             log.info("%s in %s: deleted %d file(s) beyond the retention limits (%s .. %s)",
                      self.what, self.folder, len(gone), gone[0].name, gone[-1].name)
         return gone
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kept:
+    """A file counted: ``born``, the monotonic time at which its age was 0."""
+
+    path: Path
+    size: int
+    mtime: float
+    born: float
+    identity: tuple[int, int, int, int]
+
+    @classmethod
+    def of(cls, path: Path, stat: os.stat_result, born: float) -> _Kept:
+        return cls(path, stat.st_size, stat.st_mtime, born, _identity(stat))
+
+    def order(self) -> tuple[float, float, str]:
+        """Oldest first: by age; files found equally new (ahead of the wall clock) by their
+        modification time, then by name (a sequence number breaks ties)."""
+        return self.born, self.mtime, self.path.name
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What a rename keeps and a new file at a reused inode does not."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import email.utils
 import http.server
 import json
 import threading
+import time
 
 import pytest
 
 from edgefuse.errors import InputError
+from edgefuse.vision.events import webhook
 from edgefuse.vision.events.journal import EventJournal
 from edgefuse.vision.events.outbox import Outbox
 from edgefuse.vision.events.webhook import WebhookPublisher
@@ -42,10 +45,12 @@ def test_done_removes_only_the_event_delivered_not_whatever_is_at_the_head():
 
 
 class _Receiver(http.server.ThreadingHTTPServer):
-    """Answers each POST with the next status of ``statuses`` (then 200), recording bodies."""
+    """Answers each POST with the next status of ``statuses`` (then 200), recording bodies and
+    when each came (monotonic). A status may come with headers: ``(429, {"Retry-After": "2"})``
+    (a callable value is called then)."""
 
-    def __init__(self, statuses: list[int]) -> None:
-        self.statuses, self.bodies = list(statuses), []
+    def __init__(self, statuses: list[int | tuple[int, dict]]) -> None:
+        self.statuses, self.bodies, self.times = list(statuses), [], []
         self.changed = threading.Condition()
         receiver = self
 
@@ -53,12 +58,14 @@ class _Receiver(http.server.ThreadingHTTPServer):
             def do_POST(self):  # noqa: N802 - the http.server API
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with receiver.changed:
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    answer = receiver.statuses.pop(0) if receiver.statuses else 200
+                    status, headers = answer if isinstance(answer, tuple) else (answer, {})
                     receiver.bodies.append((status, body))
+                    receiver.times.append(time.monotonic())
                     receiver.changed.notify_all()
                 self.send_response(status)
-                if status == 429:
-                    self.send_header("Retry-After", "1")
+                for name, value in headers.items():
+                    self.send_header(name, value() if callable(value) else value)
                 self.end_headers()
 
             def log_message(self, *args):
@@ -84,17 +91,67 @@ def test_webhook_retries_a_server_error_and_keeps_the_order():
     assert publisher.delivered == 3 and publisher.rejected == 0
 
 
-@pytest.mark.parametrize("status", [500, 429])
+def _retried_once(answer: int | tuple[int, dict]) -> _Receiver:
+    """One event to a receiver that gives ``answer`` first, then 200: delivered within 30 s at
+    the second try, never rejected; the receiver, stopped, with what it saw."""
+    receiver = _Receiver([answer])
+    publisher = WebhookPublisher(receiver.url)
+    publisher.publish({"n": 0})
+    with receiver.changed:
+        assert receiver.changed.wait_for(lambda: len(receiver.bodies) == 2, 30)
+    assert publisher.close(timeout=30) == 0
+    receiver.shutdown()
+    assert publisher.delivered == 1 and publisher.rejected == 0
+    return receiver
+
+
+@pytest.mark.parametrize("status", [500, (429, {"Retry-After": "1"})])
 def test_webhook_retries_a_500_and_a_429_after_retry_after(status):
     """500 (the server failed) and 429 (too many requests, Retry-After) are passing: the event
     is sent again and delivered, never counted as rejected."""
-    receiver = _Receiver([status])
-    publisher = WebhookPublisher(receiver.url)
-    publisher.publish({"n": 0})
-    assert publisher.close(timeout=30) == 0
-    receiver.shutdown()
+    receiver = _retried_once(status)
+    status = status[0] if isinstance(status, tuple) else status
     assert [(s, body["n"]) for s, body in receiver.bodies] == [(status, 0), (200, 0)]
-    assert publisher.delivered == 1 and publisher.rejected == 0
+
+
+def _http_date(seconds_from_now: float = 0.0) -> str:
+    return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
+
+
+@pytest.mark.parametrize("answer", [
+    (429, {"Retry-After": "2"}),
+    # an HTTP-date 2 s after the receiver's own Date (whole seconds: 2 s apart, 3 s where a
+    # second ends between the two)
+    (503, {"Date": lambda: _http_date(), "Retry-After": lambda: _http_date(2)}),
+], ids=["seconds", "http-date"])
+def test_webhook_waits_what_retry_after_asks_not_its_own_1_s_backoff(answer):
+    """The receiver asks for 2 s; the publisher's own first backoff is 1 s: the event comes
+    again no sooner than the receiver asked."""
+    receiver = _retried_once(answer)
+    assert [(s, body["n"]) for s, body in receiver.bodies] == [(answer[0], 0), (200, 0)]
+    assert receiver.times[1] - receiver.times[0] >= 1.9
+
+
+def test_webhook_waits_at_most_max_retry_after_s(monkeypatch):
+    """A receiver asking for an hour gets the cap (here 0.2 s), not an hour."""
+    monkeypatch.setattr(webhook, "MAX_RETRY_AFTER_S", 0.2)
+    receiver = _retried_once((429, {"Retry-After": "3600"}))
+    assert [s for s, _ in receiver.bodies] == [429, 200]
+
+
+def test_retry_after_reads_seconds_and_http_dates_and_refuses_the_rest():
+    """RFC 9110 §10.2.3's two forms, by hand: 21 Oct 2015 07:28:00 UTC is 1445412480."""
+    assert webhook.retry_after_s("120") == 120.0
+    assert webhook.retry_after_s(" 7 ") == 7.0
+    assert webhook.retry_after_s("86400") == webhook.MAX_RETRY_AFTER_S
+    at = "Wed, 21 Oct 2015 07:28:00 GMT"
+    assert webhook.retry_after_s(at, "Wed, 21 Oct 2015 07:27:30 GMT") == 30.0
+    assert webhook.retry_after_s(at, wall=1445412470.0) == 10.0  # no Date: this clock
+    assert webhook.retry_after_s(at, "Wed, 21 Oct 2015 07:29:00 GMT") == 0.0  # gone by
+    # a board whose clock is in 1970 waits what the receiver meant, by the receiver's Date
+    assert webhook.retry_after_s(at, "Wed, 21 Oct 2015 07:27:55 GMT", wall=86400.0) == 5.0
+    for unreadable in (None, "", "soon", "-5", "1.5", "\u00b2"):
+        assert webhook.retry_after_s(unreadable) is None
 
 
 def test_webhook_drops_an_event_the_receiver_rejects_and_goes_on():

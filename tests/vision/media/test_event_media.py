@@ -17,7 +17,7 @@ from edgefuse.vision.media.snapshots import BOX_COLOUR
 from edgefuse.vision.streams.frames import Frame
 from edgefuse.vision.streams.recording import Recordings
 from edgefuse.vision.track.byte_tracker import Tracks
-from tests.full_disk import fill, mount_tmpfs, unmount
+from tests.full_disk import fill, tmpfs
 from tests.needs import optional
 
 pytestmark = pytest.mark.unit
@@ -112,9 +112,7 @@ def test_the_event_media_folder_must_be_a_folder(tmp_path):
 
 
 def test_on_a_really_full_disk_a_snapshot_is_not_claimed_counted_and_resumed(tmp_path):
-    folder = tmp_path / "full"
-    mount_tmpfs(folder, "256k")
-    try:
+    with tmpfs(tmp_path / "full", "256k") as folder:
         recordings = Recordings()
         stream = EventMedia(EventMediaOptions(folder), lambda event: None,
                             recordings).stream("gate")
@@ -132,5 +130,3 @@ def test_on_a_really_full_disk_a_snapshot_is_not_claimed_counted_and_resumed(tmp
         events = [_crossing()]
         stream.on_events(events, frame, _tracks([1, 1, 200, 200]))
         assert (folder / events[0]["snapshot"]).is_file() and recordings.states()[0].recording
-    finally:
-        unmount(folder)

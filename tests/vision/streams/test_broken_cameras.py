@@ -2,8 +2,9 @@
 and a resolution change, then drops the connection: every bad part is skipped and counted, the
 good frames all arrive (or are counted as stale), and only the broken transport reconnects.
 
-The server plays a script per connection; each frame's brightness is its number, so the test
-knows which frames came. The run ends when the script's last frame reaches the sink.
+The server (``edgefuse.testing.mjpeg.MjpegServer``) plays a script per connection; each frame's
+brightness is its number, so the test knows which frames came. The run ends when the script's
+last frame reaches the sink.
 """
 
 from __future__ import annotations
@@ -14,18 +15,25 @@ import threading
 import numpy as np
 import pytest
 
+from edgefuse._cv import cv2 as opencv
 from edgefuse.errors import InputError
+from edgefuse.testing.mjpeg import MjpegServer, bare_part, part
 from edgefuse.vision.streams.mjpeg_http import decode_jpeg
 from edgefuse.vision.streams.pipeline import Pipeline
 from edgefuse.vision.streams.sinks import CallbackSink
 from edgefuse.vision.streams.sources import LiveSource, Reconnect, open_source
 from tests.needs import optional
-from tests.vision.streams.scripted_camera import ScriptedCamera, bare_part, jpeg, part
 
 pytestmark = pytest.mark.unit
 
 cv2 = optional("cv2")
 LAST = 250  # the brightness of the script's last frame
+PACE_FPS = 100  # the scripted camera's chunks per second
+
+
+def jpeg(level: int, size: tuple[int, int] = (48, 64)) -> bytes:
+    """A flat frame of brightness ``level``, as a JPEG."""
+    return opencv().imencode(".jpg", np.full((*size, 3), level, np.uint8))[1].tobytes()
 
 
 GOOD_1 = [10, 20, 30, 40, 50, 60]
@@ -62,7 +70,7 @@ class Levels:
 
 
 def test_bad_parts_and_garbage_are_skipped_and_counted_and_a_broken_transport_reconnects():
-    camera = ScriptedCamera([FIRST_CONNECTION, SECOND_CONNECTION])
+    camera = MjpegServer(PACE_FPS, scripts=[FIRST_CONNECTION, SECOND_CONNECTION]).start()
     seen = []
 
     def collect(result):
@@ -98,26 +106,9 @@ def test_jpeg_checks_refuse_what_is_no_whole_jpeg():
 
 
 def test_a_url_that_serves_no_decodable_frame_is_refused_before_the_run():
-    class Empty(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
-            self.end_headers()
-            self.wfile.write(part(TRUNCATED) * 3)
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Empty)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
-    try:
+    with MjpegServer(PACE_FPS, scripts=[[part(TRUNCATED)] * 3], hold_last=False) as camera:
         with pytest.raises(InputError, match="sent no decodable frame"):
-            open_source(f"http://127.0.0.1:{server.server_address[1]}/x.mjpg",
-                        reconnect=Reconnect(timeout_s=5))
-    finally:
-        server.shutdown()
-        server.server_close()
+            open_source(camera.url, reconnect=Reconnect(timeout_s=5))
 
 
 def test_an_http_url_that_is_no_mjpeg_camera_is_left_to_ffmpeg():

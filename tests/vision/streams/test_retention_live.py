@@ -17,7 +17,7 @@ from edgefuse.errors import InputError
 from edgefuse.vision.media.retention import Retention
 from edgefuse.vision.streams.live_files import AppendedLines, Rotation
 from edgefuse.vision.streams.sinks import VideoSink
-from tests.full_disk import mount_tmpfs, unmount
+from tests.full_disk import tmpfs_fixture
 from tests.vision.streams.test_live_files import result
 
 pytestmark = pytest.mark.unit
@@ -40,12 +40,7 @@ def test_rotated_json_lines_older_than_max_age_go_and_the_live_file_stays(tmp_pa
     assert path.read_text() == record
 
 
-@pytest.fixture
-def small(tmp_path):
-    folder = tmp_path / "small"
-    mount_tmpfs(folder, "2m")
-    yield folder
-    unmount(folder)
+small = tmpfs_fixture("small", "2m")
 
 
 def test_segments_make_room_oldest_first_so_a_small_disk_never_fills(small):

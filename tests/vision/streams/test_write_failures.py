@@ -13,17 +13,12 @@ from edgefuse.vision.streams import recording as recording_module
 from edgefuse.vision.streams.live_files import AppendedLines
 from edgefuse.vision.streams.recording import Recordings
 from edgefuse.vision.streams.staging import Staged
-from tests.full_disk import fill, mount_tmpfs, unmount
+from tests.full_disk import fill, tmpfs_fixture
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def full(tmp_path):
-    folder = tmp_path / "full"
-    mount_tmpfs(folder, "256k")
-    yield folder
-    unmount(folder)
+full = tmpfs_fixture("full", "256k")
 
 
 def test_a_line_the_full_disk_cut_is_cut_back_and_the_error_names_the_file(full):
