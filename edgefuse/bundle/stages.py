@@ -39,6 +39,7 @@ from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.compile.compile import compile_model, count_custom_ops
 from edgefuse.acl.compile.precision import KeepFp32
 from edgefuse.acl.compile.prepare import host_runnable
+from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.apps.models import catalogue_info
 from edgefuse.bundle.cache import Cache, CachedOnly, Entry
 from edgefuse.bundle.digests import key_of, tool_versions, tree_sha256
@@ -306,10 +307,12 @@ def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None
           scratch: Path) -> dict[str, Any]:
     """``quantize --int8 --emulate`` on the optimized model: the calibration folder from the
     spec's frames through the app's preprocessing, then the emulation against FP32 on the same
-    frames. A model ending in edgefuse custom ops (the YoloHead) is calibrated through their
-    decompositions, which ONNX Runtime runs. What only the frames or the model can show (noise,
-    frames that do not fit the input, a layer the model lacks) is a problem at the spec's line."""
-    proto = onnx.load(str(optimized.path(MODEL_FILE)))
+    frames. A model ending in the YoloHead (optimize.yolo_head) is calibrated and judged on its
+    raw predictions, as the optimize gate judges it: final detections compare by nothing a
+    cosine measures (and are all zero where nothing is detected); other edgefuse custom ops run
+    as their decompositions. What only the frames or the model can show (noise, frames that do
+    not fit the input, a layer the model lacks) is a problem at the spec's line."""
+    proto = _raw_predictions(onnx.load(str(optimized.path(MODEL_FILE))))
     if count_custom_ops(proto):
         proto = host_runnable(proto)
     preprocess = AppInfo.from_dict(app).preprocess if app is not None else None
@@ -318,16 +321,40 @@ def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None
             proto, scratch / INT8_FOLDER, inputs=spec.calibration, keep_fp16=spec.keep_fp16,
             infer_soc=soc, preprocess=preprocess, emulate=True)
     except InputError as exc:
-        field = "keep_fp16" if exc.reference == Ref.UNKNOWN_KEEP_FP16_LAYER.value else \
-            "calibration"
         message = exc.message.replace(str(spec.calibration), spec.calibration_text)
-        raise spec.problem(field, message.replace("--keep-fp16", "keep_fp16"),
-                           exc.hint) from None
+        if exc.reference == Ref.UNKNOWN_KEEP_FP16_LAYER.value:
+            raise spec.problem("keep_fp16", message.removeprefix("--keep-fp16: "),
+                               f"{exc.hint}; the build quantizes the optimized model: "
+                               "`edgefuse optimize MODEL -o opt.onnx` writes it") from None
+        raise spec.problem("calibration", message, exc.hint) from None
     parity = verify(proto, scratch / INT8_FOLDER / written.emulated, inputs=spec.calibration,
                     preprocess=preprocess, min_cosine=-1.0)
     return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
                                "degenerate": parity.degenerate}),
             "samples": written.samples, "keep_fp16": list(written.keep_fp16)}
+
+
+def _raw_predictions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without the edgefuse ops that end it (each writing only graph outputs), their
+    inputs returned instead: the YoloHead's raw YOLO output (after its Transpose for YOLOv5)."""
+    outputs = {output.name for output in model.graph.output}
+    heads = [node for node in model.graph.node
+             if node.domain == CUSTOM_DOMAIN and set(node.output) <= outputs]
+    if not heads:
+        return model
+    typed = {value.name: value
+             for value in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    removed = {name for head in heads for name in head.output}
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    kept = [node for node in result.graph.node if node.name not in {h.name for h in heads}]
+    del result.graph.node[:]
+    result.graph.node.extend(kept)
+    remaining = [output for output in result.graph.output if output.name not in removed]
+    del result.graph.output[:]
+    result.graph.output.extend(remaining + [typed[name] for head in heads
+                                            for name in head.input if name])
+    return result
 
 
 def _compile(model: ModelSpec, soc: str, optimized: Entry, fp16: Entry, int8: Entry | None,

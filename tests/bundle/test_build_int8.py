@@ -24,7 +24,7 @@ from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.bundle.stages import BuildGateError, build_model
 from edgefuse.cli.main import main
 from tests.acl.models import put_fake_atc_on_path
-from tests.bundle.models import pixel_head
+from tests.bundle.models import box_head, pixel_head
 from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
 
 pytestmark = pytest.mark.ort
@@ -145,6 +145,22 @@ def test_a_changed_calibration_image_or_int8_setting_compiles_again(tmp_path):
     assert not cached()["int8"]
 
 
+def test_a_model_ending_in_the_yolo_head_is_judged_on_its_raw_predictions(tmp_path):
+    """Final detections are not what a cosine compares (all zero where nothing is found): the
+    gate sees the raw YOLO output, as the optimize gate does; ATC still gets the head."""
+    spec = _spec(tmp_path / "spec", INT8.replace("\n      keep_fp16: [c2]", ""))
+    onnx.save(box_head(size=SIZE), tmp_path / "spec" / "seg.onnx")
+    spec.write_text(spec.read_text().replace(
+        "    precision:\n", "    optimize: {yolo_head: {layout: yolov8}}\n    precision:\n"))
+    built = build_model(load_spec(spec).models[0], "Ascend310B4", Cache(tmp_path / "cache"),
+                        lambda *event: None)
+    [judged] = built.entries["int8"].info["parity"]["outputs"]
+    assert judged["name"] == "output0" and judged["shape"] == [1, 6, (SIZE // 8) ** 2]
+    assert 0.99 <= judged["cosine"] < 1
+    compiled = onnx.load(built.entries["compile"].path("build/model.onnx"))
+    assert "YoloHead" in {node.op_type for node in compiled.graph.node}
+
+
 def test_the_int8_gate_fails_the_build_naming_the_model(tmp_path):
     spec = _spec(tmp_path / "spec", verify=", int8_min_cosine: 1.0")
     with pytest.raises(BuildGateError, match=r"model 'seg' failed the int8 gate \(the host "
@@ -206,8 +222,7 @@ def _noise(folder: Path) -> list[Path]:
 @pytest.mark.parametrize(("case", "field", "message"), [
     ("noise", "precision.calibration", r"the calibration inputs of 'images' from 'frames/' "
                                        r"look like noise"),
-    ("layer", "precision.keep_fp16", r"keep_fp16: the model has no quantizable layer named "
-                                     r"'c3'"),
+    ("layer", "precision.keep_fp16", r"the model has no quantizable layer named 'c3'"),
 ])
 def test_what_only_the_build_finds_is_reported_at_the_specs_line(tmp_path, capsys, case, field,
                                                                  message):
