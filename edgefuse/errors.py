@@ -108,7 +108,9 @@ class Ref(str, enum.Enum):
     BAD_PROFILE_FILE = (
         "bad-profile-file", "a profiler's output (ONNX Runtime JSON, msprof CSV) is unreadable")
     UNKNOWN_TARGET = "unknown-target", "an optimize --target is not a known soc"
-    UNSUPPORTED_PRECISION = "unsupported-precision", "quantize supports FP16 only"
+    UNSUPPORTED_PRECISION = (
+        "unsupported-precision", "quantize() makes FP16 models; INT8 is ATC's calibration "
+        "(quantize --int8)")
     NO_PRECISION = "no-precision", "quantize was not told the target precision"
     BAD_KEEP_FP32 = "bad-keep-fp32", "the --keep-fp32 list is malformed"
     UNKNOWN_KEEP_FP32_ENTRY = (

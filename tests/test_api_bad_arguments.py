@@ -40,7 +40,7 @@ def model(tmp_path):
     (lambda m: edgefuse.quantize(m, keep_fp32=123), "keep_fp32 must be"),
     (lambda m: edgefuse.quantize(m, samples=0), "samples must be at least 1"),
     (lambda m: edgefuse.quantize(m, min_cosine=float("nan")), "min_cosine must be a finite"),
-    (lambda m: edgefuse.quantize(m, fp16=False), "only FP16 quantization exists"),
+    (lambda m: edgefuse.quantize(m, fp16=False), r"quantize\(\) makes FP16 models only"),
     (lambda m: edgefuse.verify(m, m, samples=0), "samples must be at least 1"),
     (lambda m: edgefuse.verify(m, m, min_cosine=2), r"min_cosine must be in \[-1, 1\]"),
     (lambda m: edgefuse.verify(m, m, seed=-1), "seed must be at least 0"),

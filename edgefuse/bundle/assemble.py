@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from edgefuse.acl.compile.int8 import COMPRESSION_FILE as INT8_CONFIG
 from edgefuse.bundle import service
 from edgefuse.bundle.archive import copy_file, write_bundle_manifest, write_file
 from edgefuse.bundle.cache import Entry
@@ -123,6 +124,9 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "gates": {k: model.verify[k] for k in ("optimize_min_cosine", "fp16_min_cosine",
                                                "max_rel_l2")},
     }
+    int8 = build.entries.get("int8")
+    if int8 is not None:
+        metadata["gates"]["int8_min_cosine"] = model.verify["int8_min_cosine"]
     write_file(bundle, f"{folder}/metadata.json", json.dumps(metadata, indent=2) + "\n")
     return {
         "source": model.source,
@@ -143,4 +147,10 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "gates": metadata["gates"],
         "keep_fp32": build.entries["fp16"].info["keep_fp32"],
         "golden": f"{folder}/{GOLDEN_NPZ}",
+        "int8": None if int8 is None else {
+            "calibration": model.int8.calibration_text, "samples": int8.info["samples"],
+            "keep_fp16": int8.info["keep_fp16"], "config": f"{folder}/{INT8_CONFIG}",
+            "host_emulation": {"parity": int8.info["parity"],
+                               "note": "ONNX Runtime QDQ emulation of the board's INT8: a "
+                                       "prediction until a board confirms it"}},
     }

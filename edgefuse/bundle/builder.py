@@ -59,7 +59,7 @@ from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
 from edgefuse.bundle.signing import load_private_key, sign_bundle, sign_installer
 from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
-from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model
+from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model, model_stages
 from edgefuse.bundle.target_wheels import DOWNLOAD, fetch_wheels, requirement
 from edgefuse.bundle.wheel import build_wheel
 from edgefuse.errors import EdgefuseError, InputError, Ref
@@ -188,7 +188,7 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
     if slice_ is not None:
         index, count = slice_
         models = [m for i, m in enumerate(models) if i % count == index - 1]
-    printer = ProgressPrinter([m.name for m in models], enabled=progress)
+    printer = ProgressPrinter({m.name: len(model_stages(m)) for m in models}, enabled=progress)
     builds = _build_models(models, spec.soc, cache, jobs, printer)
     log = {b.name: {stage: {"cached": b.cached[stage], "seconds": round(b.seconds[stage], 3)}
                     for stage in b.entries} for b in builds}
@@ -237,7 +237,8 @@ def spec_inputs(spec: BuildSpec) -> dict[str, Any]:
                if isinstance(m.get("classes"), str)]
     return {"build spec": spec.path,
             "model source": [m.source_file for m in models if m.source_file is not None],
-            "calibration inputs": [m.calibration for m in models if m.calibration is not None],
+            "calibration inputs": [m.calibration for m in models if m.calibration is not None]
+            + [m.int8.calibration for m in models if m.int8 is not None],
             "class-name file": classes,
             "wheelhouse": [] if spec.python["wheels"] == DOWNLOAD else [spec.python["wheels"]]}
 

@@ -11,22 +11,22 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
-
-from edgefuse.bundle.stages import STAGES
 
 Event = tuple[str, str, str, float]
 
 
 class ProgressPrinter:
-    """Prints ``[model] stage  built|cached  1.2 s`` lines; ``enabled=False`` prints nothing."""
+    """Prints ``[model] 2/5 stage  built|cached  1.2 s`` lines (``models``: each model's number
+    of stages); ``enabled=False`` prints nothing."""
 
-    def __init__(self, models: list[str], *, enabled: bool = True,
+    def __init__(self, models: Mapping[str, int], *, enabled: bool = True,
                  stream: TextIO | None = None) -> None:
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.width = max((len(m) for m in models), default=0)
+        self.stages = dict(models)
         self.done: dict[str, int] = dict.fromkeys(models, 0)
         self.lock = threading.Lock()
 
@@ -34,7 +34,7 @@ class ProgressPrinter:
         with self.lock:
             self.done[model] = self.done.get(model, 0) + 1
             if self.enabled:
-                step = f"{self.done[model]}/{len(STAGES)}"
+                step = f"{self.done[model]}/{self.stages[model]}"
                 print(f"[{model:<{self.width}}] {step} {stage:<8} {status:<6} {seconds:6.1f} s",
                       file=self.stream, flush=True)
 

@@ -24,9 +24,15 @@ import jsonschema
 from edgefuse.bundle import spec_checks
 from edgefuse.bundle.boards import DEFAULT_BOARD
 from edgefuse.bundle.spec_problems import SpecError, SpecProblem, from_schema_error
-from edgefuse.bundle.spec_schema import SCHEMA
+from edgefuse.bundle.spec_schema import INT8_MODE, SCHEMA
 from edgefuse.bundle.target_wheels import target_python
-from edgefuse.bundle.yaml_positions import Located, YamlSyntaxError, load_located
+from edgefuse.bundle.yaml_positions import (
+    Located,
+    Path_,
+    Position,
+    YamlSyntaxError,
+    load_located,
+)
 from edgefuse.errors import InputError, Ref
 
 DEFAULT_SERVICE_USER = "HwHiAiUser"  # the Atlas 200I DK A2 image's runtime user
@@ -34,7 +40,32 @@ DEFAULT_SERVICE_USER = "HwHiAiUser"  # the Atlas 200I DK A2 image's runtime user
 DEFAULT_SERVICE_ID = 1000
 DEFAULT_CANN_HOME = "/usr/local/Ascend/ascend-toolkit/latest"
 DEFAULT_VERIFY = {"optimize_min_cosine": 0.99999, "fp16_min_cosine": 0.999, "max_rel_l2": None,
-                  "samples": 2, "seed": 0, "calibration": None}
+                  "samples": 2, "seed": 0, "calibration": None, "int8_min_cosine": 0.99}
+# The ATC precision mode of an INT8 build's float layers: what `compile --int8` uses by default.
+INT8_FLOAT_MODE = "force_fp16"
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8Spec:
+    """``precision: {mode: int8}``: the frames ATC's calibration runs on, the layers it leaves
+    FP16, the gate on the host emulation, and where the spec says each: a problem only the build
+    can find (frames that are only noise, a layer the model does not have) is reported at that
+    line of the spec, as validation would have."""
+
+    calibration: Path
+    calibration_text: str  # as written, relative to the spec
+    keep_fp16: tuple[str, ...]
+    min_cosine: float
+    spec_file: str
+    calibration_at: tuple[Position, Path_]  # where the value is, its path in the document
+    keep_fp16_at: tuple[Position, Path_]
+
+    def problem(self, field: str, message: str, fix: str | None) -> SpecError:
+        """A ``SpecError`` at ``field`` ("calibration" or "keep_fp16") of this spec."""
+        position, path = self.calibration_at if field == "calibration" else self.keep_fp16_at
+        error = SpecError(self.spec_file, [SpecProblem(position, path, message, fix)])
+        error.hint = "fix the line above; the stages before INT8 are cached, no bundle was written"
+        return error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,17 +81,24 @@ class ModelSpec:
     inputs: dict[str | None, tuple[int, ...]] | None  # None key: the single unnamed input
     opset: int | None
     optimize: dict[str, Any]  # target ("cpu", "soc" or a soc), only, skip, yolo_head
-    precision: dict[str, Any]  # mode, keep_fp32, keep_io_types
+    precision: dict[str, Any]  # mode, keep_fp32, keep_io_types (+ calibration, keep_fp16: int8)
     verify: dict[str, Any]  # the gates and the calibration inputs (see DEFAULT_VERIFY)
     calibration: Path | None
     aipp: dict[str, Any] | None
     custom_ops: bool
     app: dict[str, Any]  # task, classes, preprocess, postprocess as given (classes resolved)
+    int8: Int8Spec | None = None  # precision mode int8
 
     @property
     def catalogue_name(self) -> tuple[str, str]:
         name, _, variant = self.source.partition(":")
         return name, variant or "full"
+
+    @property
+    def atc_precision_mode(self) -> str:
+        """ATC's --precision_mode: the spec's, or for INT8 the mode of the float layers."""
+        mode = self.precision["mode"]
+        return INT8_FLOAT_MODE if mode == INT8_MODE else mode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +147,7 @@ def load_spec(path: str | os.PathLike[str]) -> BuildSpec:
     problems = problems_in(located, file.resolve().parent)
     if problems:
         raise SpecError(str(file), problems)
-    return _records(located.data, file)
+    return _records(located, file)
 
 
 def problems_in(located: Located, spec_dir: Path) -> list[SpecProblem]:
@@ -139,7 +177,8 @@ def _parse(text: str, file: str) -> Located:
                         ) from None
 
 
-def _records(data: dict[str, Any], file: Path) -> BuildSpec:
+def _records(located: Located, file: Path) -> BuildSpec:
+    data = located.data
     directory = file.resolve().parent
     bundle = data["bundle"]
     target = {"board": DEFAULT_BOARD, "cann": None, "cann_home": DEFAULT_CANN_HOME,
@@ -159,7 +198,9 @@ def _records(data: dict[str, Any], file: Path) -> BuildSpec:
         target=target,
         source_date_epoch=data.get("reproducibility", {}).get("source_date_epoch"),
         cache_dir=directory / cache if cache else None,
-        models=tuple(_model(m, directory, target["soc"]) for m in data["models"]),
+        models=tuple(_model(m, directory, target["soc"],
+                            _int8(m, ("models", index), located, file))
+                     for index, m in enumerate(data["models"])),
         custom_ops={"package": "auto", "vendor": "edgefuse", **data.get("custom_ops", {})},
         app=_app(data.get("app")),
         service=service,
@@ -169,7 +210,8 @@ def _records(data: dict[str, Any], file: Path) -> BuildSpec:
     )
 
 
-def _model(data: dict[str, Any], directory: Path, soc: str) -> ModelSpec:
+def _model(data: dict[str, Any], directory: Path, soc: str,
+           int8: Int8Spec | None) -> ModelSpec:
     kind = spec_checks.source_kind(data["source"], directory)
     if "input" in data:
         inputs: dict[str | None, tuple[int, ...]] | None = {None: tuple(data["input"])}
@@ -207,6 +249,29 @@ def _model(data: dict[str, Any], directory: Path, soc: str) -> ModelSpec:
         aipp=data.get("aipp"),
         custom_ops=data.get("custom_ops", True),
         app=app,
+        int8=int8,
+    )
+
+
+def _int8(data: dict[str, Any], path: Path_, located: Located, file: Path) -> Int8Spec | None:
+    """The INT8 record of a model whose precision mode is int8 (``spec_checks`` made sure it
+    has a calibration source: its own, else verify.calibration)."""
+    precision = data.get("precision", {})
+    if precision.get("mode") != INT8_MODE:
+        return None
+    verify = {**DEFAULT_VERIFY, **data.get("verify", {})}
+    key = ("precision", "calibration") if "calibration" in precision else (
+        "verify", "calibration")
+    text = precision.get("calibration", verify["calibration"])
+    keep_at = ("precision", "keep_fp16") if "keep_fp16" in precision else ("precision", "mode")
+    return Int8Spec(
+        calibration=file.resolve().parent / text,
+        calibration_text=text,
+        keep_fp16=tuple(precision.get("keep_fp16", ())),
+        min_cosine=verify["int8_min_cosine"],
+        spec_file=str(file),
+        calibration_at=(located.value_at((*path, *key)), (*path, *key)),
+        keep_fp16_at=(located.value_at((*path, *keep_at)), (*path, *keep_at)),
     )
 
 

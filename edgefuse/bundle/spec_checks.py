@@ -10,17 +10,19 @@ beside the schema's errors and every problem is reported in one pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
+from edgefuse.acl.atc.options import INT8_CONFLICTING_MODES
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.compile.soc import KNOWN_SOCS, validate_soc
 from edgefuse.apps.config import DetectionConfig, SegmentationConfig, from_mapping
 from edgefuse.bundle.boards import BOARDS, DEFAULT_BOARD
 from edgefuse.bundle.spec_problems import SpecProblem, closest
+from edgefuse.bundle.spec_schema import INT8_MODE
 from edgefuse.bundle.target_wheels import DOWNLOAD
 from edgefuse.bundle.wheel import project_metadata
 from edgefuse.bundle.yaml_positions import Located, Path_
@@ -29,6 +31,7 @@ from edgefuse.model_info import Postprocess
 from edgefuse.models.catalogue import CATALOGUE, VARIANTS
 from edgefuse.optimize.pipeline import pipeline_for
 from edgefuse.preprocess import Preprocess
+from edgefuse.reference.feeds import IMAGE_SUFFIXES, VIDEO_SUFFIXES
 
 APP_CONFIGS = {"detection": DetectionConfig, "segmentation": SegmentationConfig}
 # Keys of the app config the spec sets itself (app.model, app.source, app.sinks, app.backend).
@@ -210,6 +213,9 @@ def _model(model: Mapping[str, Any], path: Path_, located: Located,
                               f"'{verify['calibration']}' does not exist (looked in {spec_dir})",
                               "give a folder of images or .npz files, or a video, relative to "
                               "the spec; or leave calibration out for seeded random inputs")
+    precision = model.get("precision")
+    if isinstance(precision, Mapping):
+        yield from _int8(precision, verify if isinstance(verify, Mapping) else {}, at, spec_dir)
     classes = model.get("classes")
     if isinstance(classes, str):
         problem = _unreadable_text(spec_dir / classes)
@@ -226,6 +232,64 @@ def _model(model: Mapping[str, Any], path: Path_, located: Located,
             except EdgefuseError as exc:
                 yield SpecProblem(*at(key), exc.message, exc.hint or f"see the {key} keys in "
                                   "examples/")
+
+
+def _int8(precision: Mapping[str, Any], verify: Mapping[str, Any],
+          at: Callable[..., tuple[Any, Path_]], spec_dir: Path) -> Iterator[SpecProblem]:
+    """``precision: {mode: int8}`` has real frames to calibrate on; the INT8 keys are not given
+    to a mode that would ignore them, nor to the modes CANN forbids with calibration."""
+    mode = precision.get("mode")
+    int8_keys = [key for key in ("calibration", "keep_fp16") if key in precision]
+    if mode != INT8_MODE:
+        given = [("precision", key) for key in int8_keys]
+        given += [("verify", "int8_min_cosine")] if "int8_min_cosine" in verify else []
+        for path in given:
+            if mode in INT8_CONFLICTING_MODES:
+                message = (f"INT8 calibration cannot be combined with precision mode '{mode}': "
+                           "CANN refuses calibration with force_fp32 and must_keep_origin_dtype "
+                           "(atlasatcparam_16_0059), which would give neither INT8's speed nor "
+                           "that mode's accuracy")
+            else:
+                message = (f"'{path[1]}' applies to `mode: int8`; with mode "
+                           f"'{mode or 'force_fp16'}' it would be ignored")
+            yield SpecProblem(*at(*path), message,
+                              f"write `mode: int8` to quantize, or remove `{path[1]}:`")
+        return
+    source = precision.get("calibration", verify.get("calibration"))
+    if "calibration" not in precision and not isinstance(source, str):
+        yield SpecProblem(*at("precision", "mode"),
+                          "INT8 needs real frames to calibrate on: the spec names none "
+                          "(precision.calibration, or verify.calibration), and activation "
+                          "ranges measured on random noise are not those of the camera",
+                          "add `calibration: calib/frames/` to precision: a folder of images "
+                          "or a video of the scene, relative to the spec")
+        return
+    if not isinstance(source, str):
+        return
+    field = ("precision", "calibration") if "calibration" in precision else (
+        "verify", "calibration")
+    problem = _calibration_problem(spec_dir / source)
+    if problem is not None and (field == ("precision", "calibration")
+                                or (spec_dir / source).exists()):  # verify reports it missing
+        yield SpecProblem(*at(*field), f"INT8 calibration source '{source}' {problem} "
+                          f"(looked in {spec_dir})",
+                          "give a folder of images (or .npz files made through the model's "
+                          "preprocessing) or a video of the scene, relative to the spec")
+
+
+def _calibration_problem(path: Path) -> str | None:
+    """Why ``path`` holds no calibration frames (the end of a sentence), or None."""
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix in VIDEO_SUFFIXES or suffix in IMAGE_SUFFIXES or suffix == ".npz":
+            return None
+        return f"is a '{suffix or path.name}' file, neither a video, an image nor an .npz file"
+    if path.is_dir():
+        if any(p.suffix.lower() in IMAGE_SUFFIXES or p.suffix.lower() == ".npz"
+               for p in path.iterdir()):
+            return None
+        return "is a folder without images or .npz files"
+    return "does not exist"
 
 
 def _preprocess(value: Mapping[str, Any]) -> Preprocess:

@@ -84,15 +84,27 @@ _OPTIMIZE = _object({
                    "yolo_head); {} takes conf 0.25, iou 0.45, max_det 300"),
 })
 
+# INT8: ATC quantizes with a calibration run (--compression_optimize_conf); the layers it leaves
+# in float run under force_fp16 (edgefuse.acl.compile.int8)
+INT8_MODE = "int8"
 _PRECISION = _object({
     "mode": {"enum": ["force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype",
-                      "allow_mix_precision", "force_fp32"],
-             "examples": ["force_fp16"], "description": "ATC --precision_mode"},
+                      "allow_mix_precision", "force_fp32", INT8_MODE],
+             "examples": ["force_fp16"],
+             "description": "ATC --precision_mode, or int8: ATC quantizes Conv/Gemm/MatMul to "
+                            "INT8 with calibration frames, the rest runs force_fp16"},
     "keep_fp32": {"type": ["string", "array"], "items": {"type": "string", "minLength": 1},
                   "examples": ["auto"],
                   "description": "auto (policy, overflow and search), none, or node names and "
                                  "op types"},
     "keep_io_types": {"type": "boolean", "examples": [False]},
+    "calibration": {"type": "string", "minLength": 1, "examples": ["calib/frames/"],
+                    "description": "mode int8: real frames of the scene, a folder of images (or "
+                                   ".npz files) or a video, relative to the spec (default: "
+                                   "verify.calibration)"},
+    "keep_fp16": {**_NAMES, "examples": [["/model.0/conv/Conv"]],
+                  "description": "mode int8: ONNX node names of Conv/Gemm/MatMul layers ATC "
+                                 "leaves unquantized (FP16 on the board)"},
 })
 
 _VERIFY = _object({
@@ -100,6 +112,9 @@ _VERIFY = _object({
                             "description": "gate: optimized FP32 against the converted model"},
     "fp16_min_cosine": {**_COSINE, "examples": [0.999],
                         "description": "gate: FP16 (storage emulated) against FP32"},
+    "int8_min_cosine": {**_COSINE, "examples": [0.99],
+                        "description": "gate, mode int8: the host emulation of the board's "
+                                       "INT8 against FP32 on the calibration frames"},
     "max_rel_l2": {"type": ["number", "null"], "minimum": 0, "examples": [0.05]},
     "samples": {"type": "integer", "minimum": 1, "maximum": 64, "examples": [2]},
     "seed": {"type": "integer", "minimum": 0, "examples": [0]},

@@ -1,9 +1,12 @@
 """One model of the spec through every stage, each stage's result taken from or put in the cache.
 
 convert -> optimize (+ parity against the converted model) -> FP16 (quantize with the spec's
-gate; its keep-FP32 set goes to compile) -> compile (the OM where ATC is, else the prepared ONNX
-and compile.sh; the model's application info embedded) -> golden (a recording on the host
-backend, checked on the board by ``edgefuse bundle verify``).
+gate; its keep-FP32 set goes to compile) -> INT8, for ``precision: {mode: int8}`` only (the
+calibration folder ATC quantizes with, from the spec's frames through the model's preprocessing,
+as ``quantize --int8`` writes it, and the host emulation of the board's INT8 with its gate) ->
+compile (the OM where ATC is, else the prepared ONNX and compile.sh; the model's application info
+embedded; an INT8 build passes the calibration to ATC as ``compile --int8`` does) -> golden (a
+recording on the host backend, checked on the board by ``edgefuse bundle verify``).
 
 Each stage's cache key is the digest of its input files, its options and ``tool_versions()``
 (``digests``); options that only judge a result (the optimize gate's threshold) stay out of the
@@ -33,8 +36,10 @@ from edgefuse._deps import require_torch
 from edgefuse._files import save_onnx
 from edgefuse.acl.atc.runner import cann_version, find_atc, toolkit_version_files
 from edgefuse.acl.compile.aipp import AippSpec
-from edgefuse.acl.compile.compile import compile_model
+from edgefuse.acl.compile.compile import compile_model, count_custom_ops
 from edgefuse.acl.compile.precision import KeepFp32
+from edgefuse.acl.compile.prepare import host_runnable
+from edgefuse.acl.ops.spec import DOMAIN as CUSTOM_DOMAIN
 from edgefuse.apps.models import catalogue_info
 from edgefuse.bundle.cache import Cache, CachedOnly, Entry
 from edgefuse.bundle.digests import key_of, tool_versions, tree_sha256
@@ -46,7 +51,7 @@ from edgefuse.bundle.factory_sources import (
 )
 from edgefuse.bundle.golden import GOLDEN_NPZ, record_golden
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH
-from edgefuse.bundle.spec import ModelSpec
+from edgefuse.bundle.spec import Int8Spec, ModelSpec
 from edgefuse.convert import convert
 from edgefuse.errors import EdgefuseError, InputError, Ref
 from edgefuse.fallback.sim_target import knows_board
@@ -58,10 +63,12 @@ from edgefuse.optimize import optimize
 from edgefuse.optimize.append_yolo_head import append_yolo_head, yolo_head_options
 from edgefuse.preprocess import Preprocess
 from edgefuse.quantize import quantize
+from edgefuse.quantize.int8 import read_int8_calibration, write_int8_calibration
 from edgefuse.verify import verify
 
-STAGES = ("convert", "optimize", "fp16", "compile", "golden")
+STAGES = ("convert", "optimize", "fp16", "int8", "compile", "golden")
 MODEL_FILE = "model.onnx"
+INT8_FOLDER = "int8"  # the int8 stage's calibration folder (``quantize --int8``'s -o)
 HOST_FILE = HOST_ONNX  # a custom-op build's model as host backends run it (decompositions)
 BUILD_FOLDER = "build"
 FIGURE_DIGITS = 9  # significant digits of the parity figures a build writes (see ``figures``)
@@ -121,17 +128,32 @@ def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
                         **{k: model.precision[k] for k in ("keep_fp32", "keep_io_types")}},
                lambda scratch: _fp16(model, optimized, scratch))
     app = resolve_app_info(model, converted.path(MODEL_FILE))
+    int8 = None
+    if model.int8 is not None:
+        int8 = run("int8", {"model": optimized.files[MODEL_FILE], "soc": soc,
+                            "calibration": tree_sha256(model.int8.calibration),
+                            "keep_fp16": list(model.int8.keep_fp16),
+                            "preprocess": (app or {}).get("preprocess")},
+                   lambda scratch: _int8(model.int8, soc, optimized, app, scratch))
+        _gate(model.name, "int8", "the host emulation of the board's INT8 against FP32",
+              int8.info["parity"], model.int8.min_cosine, None)
     compiled = run("compile", {"model": optimized.files[MODEL_FILE], "soc": soc,
                                "keep_fp32": fp16.info["keep_fp32"], "app": app,
                                "precision": model.precision["mode"], "aipp": model.aipp,
+                               "int8": int8.files if int8 is not None else None,
                                "custom_ops": model.custom_ops, "atc": atc_identity()},
-                   lambda scratch: _compile(model, soc, optimized, fp16, app, scratch))
+                   lambda scratch: _compile(model, soc, optimized, fp16, int8, app, scratch))
     host = optimized.files[MODEL_FILE] if compiled.info["custom_ops"] else None
     backend = golden_backend(soc)
     run("golden", {"build": compiled.files[f"{BUILD_FOLDER}/manifest.json"], "host": host,
                    "backend": backend, "seed": model.verify["seed"]},
         lambda scratch: _golden(model, compiled, optimized if host else None, backend, scratch))
     return ModelBuild(model.name, entries, cached, seconds, app)
+
+
+def model_stages(model: ModelSpec) -> tuple[str, ...]:
+    """The stages ``build_model`` runs for ``model``: int8 only for ``precision: {mode: int8}``."""
+    return tuple(stage for stage in STAGES if stage != "int8" or model.int8 is not None)
 
 
 # ---- keys ---------------------------------------------------------------------------------------
@@ -281,16 +303,71 @@ def _fp16(model: ModelSpec, optimized: Entry, scratch: Path) -> dict[str, Any]:
             "conversion": report.conversion}
 
 
-def _compile(model: ModelSpec, soc: str, optimized: Entry, fp16: Entry,
+def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None,
+          scratch: Path) -> dict[str, Any]:
+    """``quantize --int8 --emulate`` on the optimized model: the calibration folder from the
+    spec's frames through the app's preprocessing, then the emulation against FP32 on the same
+    frames. A model ending in the YoloHead (optimize.yolo_head) is calibrated and judged on its
+    raw predictions, as the optimize gate judges it: final detections compare by nothing a
+    cosine measures (and are all zero where nothing is detected); other edgefuse custom ops run
+    as their decompositions. What only the frames or the model can show (noise, frames that do
+    not fit the input, a layer the model lacks) is a problem at the spec's line."""
+    proto = _raw_predictions(onnx.load(str(optimized.path(MODEL_FILE))))
+    if count_custom_ops(proto):
+        proto = host_runnable(proto)
+    preprocess = AppInfo.from_dict(app).preprocess if app is not None else None
+    try:
+        written = write_int8_calibration(
+            proto, scratch / INT8_FOLDER, inputs=spec.calibration, keep_fp16=spec.keep_fp16,
+            infer_soc=soc, preprocess=preprocess, emulate=True)
+    except InputError as exc:
+        message = exc.message.replace(str(spec.calibration), spec.calibration_text)
+        if exc.reference == Ref.UNKNOWN_KEEP_FP16_LAYER.value:
+            raise spec.problem("keep_fp16", message.removeprefix("--keep-fp16: "),
+                               f"{exc.hint}; the build quantizes the optimized model: "
+                               "`edgefuse optimize MODEL -o opt.onnx` writes it") from None
+        raise spec.problem("calibration", message, exc.hint) from None
+    parity = verify(proto, scratch / INT8_FOLDER / written.emulated, inputs=spec.calibration,
+                    preprocess=preprocess, min_cosine=-1.0)
+    return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
+                               "degenerate": parity.degenerate}),
+            "samples": written.samples, "keep_fp16": list(written.keep_fp16)}
+
+
+def _raw_predictions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without the edgefuse ops that end it (each writing only graph outputs), their
+    inputs returned instead: the YoloHead's raw YOLO output (after its Transpose for YOLOv5)."""
+    outputs = {output.name for output in model.graph.output}
+    heads = [node for node in model.graph.node
+             if node.domain == CUSTOM_DOMAIN and set(node.output) <= outputs]
+    if not heads:
+        return model
+    typed = {value.name: value
+             for value in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    removed = {name for head in heads for name in head.output}
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    kept = [node for node in result.graph.node if node.name not in {h.name for h in heads}]
+    del result.graph.node[:]
+    result.graph.node.extend(kept)
+    remaining = [output for output in result.graph.output if output.name not in removed]
+    del result.graph.output[:]
+    result.graph.output.extend(remaining + [typed[name] for head in heads
+                                            for name in head.input if name])
+    return result
+
+
+def _compile(model: ModelSpec, soc: str, optimized: Entry, fp16: Entry, int8: Entry | None,
              app: dict[str, Any] | None, scratch: Path) -> dict[str, Any]:
     proto = onnx.load(str(optimized.path(MODEL_FILE)))
     if app is not None:
         proto = model_info.embed(proto, AppInfo.from_dict(app))
     keep = fp16.info["keep_fp32"]
     result = compile_model(
-        proto, soc, scratch / BUILD_FOLDER, precision=model.precision["mode"],
+        proto, soc, scratch / BUILD_FOLDER, precision=model.atc_precision_mode,
         aipp=AippSpec.from_dict(model.aipp) if model.aipp else None,
         keep_fp32=KeepFp32(tuple(keep["nodes"]), tuple(keep["op_types"])),
+        int8=read_int8_calibration(int8.path(INT8_FOLDER)) if int8 is not None else None,
         custom_ops=model.custom_ops,
     )
     manifest = read_manifest(scratch / BUILD_FOLDER)
@@ -372,11 +449,20 @@ def _gate(name: str, stage: str, what: str, parity: dict[str, Any], min_cosine: 
             f"model '{name}' failed the {stage} gate ({what}: {gate})",
             context="\n".join(f"output '{o['name']}': cosine {o['cosine']}, rel L2 "
                               f"{o['rel_l2_error']}" for o in missed),
-            hint="fp16: keep more nodes FP32 (`precision: {keep_fp32: auto}`) or calibrate on "
-                 "real data (`verify: {calibration: ...}`); lower the gate in `verify:` only if "
-                 "the task metric allows it" if stage == "fp16" else
-                 "an optimize rule changed the outputs: skip it (`optimize: {skip: [RULE]}`) "
-                 "and report the model")
+            hint=_GATE_HINTS[stage])
+
+
+_GATE_HINTS = {
+    "optimize": "an optimize rule changed the outputs: skip it (`optimize: {skip: [RULE]}`) and "
+                "report the model",
+    "fp16": "fp16: keep more nodes FP32 (`precision: {keep_fp32: auto}`) or calibrate on real "
+            "data (`verify: {calibration: ...}`); lower the gate in `verify:` only if the task "
+            "metric allows it",
+    "int8": "keep the layers INT8 hurts most FP16 (`precision: {keep_fp16: [LAYER, ...]}`; "
+            "`edgefuse quantize MODEL --int8 --emulate` and `verify --per-layer` name them), or "
+            "calibrate on more frames of the scene; lower verify.int8_min_cosine only if the "
+            "task metric allows it",
+}
 
 
 def resolve_app_info(model: ModelSpec, converted: Path) -> dict[str, Any] | None:

@@ -1,8 +1,9 @@
 """Run the whole product on the embedded trained models and their sample clip.
 
-Export, convert, optimize, FP16 (calibrated on frames of the clip), compile for the Atlas 200I DK
-A2, then the detection and segmentation apps over the clip: annotated videos, JSON Lines and a
-table of parity, FP16 accuracy and frame rates in ``--workdir`` (``./edgefuse-demo``).
+Export, convert, optimize, FP16 and INT8 (calibrated on frames of the clip), compile for the Atlas
+200I DK A2, then the detection and segmentation apps over the clip: annotated videos, JSON Lines
+and a table of parity, FP16 accuracy, INT8 accuracy on the host emulation (a prediction until a
+board confirms it) and frame rates in ``--workdir`` (``./edgefuse-demo``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Convert an FP32 ONNX model to FP16, keeping in FP32 only what the accuracy gate needs.
+"""FP16 with FP32 kept only where the accuracy gate needs it, or ATC's INT8 calibration (--int8).
 
-Folds in FP32 first (the optimize pipeline), keeps the documented policy's nodes in FP32
-(--show-policy), and with --keep-fp32 auto searches for the few more nodes that every output
+With --fp16: folds in FP32 first (the optimize pipeline), keeps the documented policy's nodes in
+FP32 (--show-policy), and with --keep-fp32 auto searches for the few more nodes that every output
 needs to stay at cosine >= --min-cosine against the FP32 model, measured on the host with FP16
 storage emulated. Exits 1 when no keep-FP32 set meets the gate (the model and report are still
 written, with the best cosine reached).
@@ -31,8 +31,10 @@ from edgefuse.quantize.policy import render_policy
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="input FP32 ONNX file")
-    parser.add_argument("-o", "--output", help="where to write the FP16 ONNX")
-    parser.add_argument("--fp16", action="store_true", help="convert to FP16 (the only mode)")
+    parser.add_argument("-o", "--output",
+                        help="where to write the FP16 ONNX (--int8: the calibration folder)")
+    parser.add_argument("--fp16", action="store_true",
+                        help="convert to FP16 on the host (the board runs the FP16 ONNX's OM)")
     parser.add_argument("--int8", action="store_true",
                         help="write the INT8 calibration folder ATC quantizes with (-o: a folder)")
     parser.add_argument("--keep-fp16", nargs="+", default=[], metavar="LAYER",

@@ -1,5 +1,11 @@
 """One trained model through the product, as a user's model would go: export -> convert ->
-optimize (+ parity) -> FP16 calibrated on the clip (+ its gate) -> compile for the board.
+optimize (+ parity) -> FP16 calibrated on the clip (+ its gate) -> INT8 calibration on the clip
+(ATC's calibration folder, ``quantize --int8``, and its host emulation) -> compile for the board.
+
+The INT8 step writes what ATC quantizes with and the ONNX Runtime QDQ emulation of the board's
+INT8 (``quantize --int8 --emulate``); the demo scores that emulation on the clip beside FP32 and
+FP16. Its figures are predictions until a board runs the INT8 build (``compile --int8``): the
+board builds of the demo stay FP16, which the board and the simulator both run.
 
 The detector's board build ends in the YoloHead custom op (decode + NMS on the device, the
 ``optimize --yolo-head`` path with the thresholds of the model's app info), as a board user
@@ -21,6 +27,7 @@ multi-camera step runs its cameras as one batch on the one build.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import onnx
@@ -37,10 +44,12 @@ from edgefuse.models.catalogue import get_entry
 from edgefuse.optimize import optimize
 from edgefuse.optimize.append_yolo_head import YoloHeadOptions, append_yolo_head, yolo_head_options
 from edgefuse.quantize import quantize
+from edgefuse.quantize.int8 import write_int8_calibration
 from edgefuse.verify import verify
 
 SOC = "Ascend310B4"  # the Atlas 200I DK A2's chip
-STEPS_PER_MODEL = 4
+STEPS_PER_MODEL = 5
+INT8_FOLDER = "int8"  # quantize --int8's -o in the model's folder
 # The detector's --dynamic_batch_size gears: the multi-camera step runs its cameras' frames as
 # one batch. The segmenter is exported and built at batch 1: no step of the demo batches it.
 BATCH_GEARS = (1, 2, 4)
@@ -62,6 +71,9 @@ class PreparedModel:
     build_dir: Path
     yolo_head: YoloHeadOptions | None  # a detector: the device-side decode + NMS its build ends in
     om_built: bool
+    int8_calibration: Path  # ATC's calibration folder (compile --int8)
+    int8_emulated: Path  # the host emulation of the board's INT8 (ONNX Runtime QDQ)
+    int8_samples: int  # clip frames calibrated on
 
 
 def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> PreparedModel:
@@ -100,6 +112,16 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
         step.say(f"gate cosine >= {report.min_cosine}: worst {_worst(report.judged):.6f} "
                  f"({'PASSED' if report.passed else 'FAILED'}); kept FP32: "
                  f"{', '.join(kept) or 'nothing'}")
+    with steps.step(f"{name}: INT8 calibration on frames of the clip, and its host "
+                    "emulation") as step:
+        calibration = folder / INT8_FOLDER
+        if calibration.exists():  # a folder of an earlier run: written whole again
+            shutil.rmtree(calibration)
+        int8 = write_int8_calibration(folder / "opt.onnx", calibration, inputs=clip,
+                                      infer_soc=SOC, emulate=True)
+        step.say(f"{int8.samples} clip frames -> {calibration} (ATC quantizes with it: "
+                 f"edgefuse compile ... --int8 {calibration}); host emulation (ONNX Runtime "
+                 f"QDQ, a prediction until a board confirms it): {calibration / int8.emulated}")
     with steps.step(f"{name}: compile for {SOC}" + (f", batch gears {list(gears)}" if gears
                                                      else "")) as step:
         board_model, head = folder / "opt.onnx", board_head(info)
@@ -121,6 +143,8 @@ def prepare_model(name: str, clip: Path, workdir: Path, steps: Steps) -> Prepare
         parity_cosine=_worst(parity.gated), fp16_cosine=_worst(report.judged),
         fp16_passed=report.passed, kept_fp32=kept, optimized=folder / "opt.onnx",
         build_dir=build.output_dir, om_built=build.om_path is not None, yolo_head=head,
+        int8_calibration=calibration, int8_emulated=calibration / int8.emulated,
+        int8_samples=int8.samples,
     )
 
 

@@ -5,8 +5,10 @@ The apps run the compiled builds on the board itself where pyACL is, else on the
 of the board (``sim``: the OM's inputs and outputs, FP16 numerics as the build's precision record
 says), so the FP16 figures are the board's; the FP32 model runs on the CPU beside it as the
 reference. The detector's build ends in the YoloHead op, so its run is also compared, frame by
-frame, with the host decode of the FP32 model (``head_parity``). Exit code 1 when a gate failed,
-as ``verify`` does.
+frame, with the host decode of the FP32 model (``head_parity``). INT8 is scored on the host
+emulation of the board's INT8 (ONNX Runtime QDQ, on the CPU) with its floor at the INT8 peak:
+predictions, marked so in the table, until a board runs the INT8 build. Exit code 1 when a gate
+failed, as ``verify`` does.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from edgefuse.vision.segment.segmenter import Segmenter
 
 APPS = ((DETECTOR, Detector, "detect"), (SEGMENTER, Segmenter, "segment"))
-STEPS = len(APPS) * (STEPS_PER_MODEL + 2) + 2  # + the clip's truth, the multi-camera step
+STEPS = len(APPS) * (STEPS_PER_MODEL + 3) + 2  # + the clip's truth, the multi-camera step
 
 
 def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | None = None,
@@ -64,8 +66,18 @@ def run_demo(workdir: Path, *, threads: int | None = None, max_frames: int | Non
             if model.yolo_head is not None:
                 head = head_parity(board.results, reference.results)
                 step.say(f"YoloHead build vs host decode: {head.describe()} agree")
+        with steps.step(f"{name}: INT8 host emulation over the clip (a prediction)") as step:
+            emulated = run_on_clip(kind, model.int8_emulated, SAMPLE_CLIP, ("cpu",),
+                                   threads=threads, max_frames=max_frames,
+                                   progress=_ticker(step))
+            int8 = _scores(kind, reference, emulated, truth)[2]
+            # the same roofline with Conv/Gemm/MatMul at the INT8 peak (profile --precision int8)
+            int8_floor_us = profile(model.optimized, "cpu", runs=1, warmup=0, soc=SOC,
+                                    precision="int8", threads=threads).floor_us
+            step.say(f"{metric}: INT8 emulated {int8:.3f}; floor at the INT8 peak "
+                     f"{int8_floor_us / 1e3:.3f} ms")
         outcomes.append(ModelOutcome(model, board, reference, metric, fp32, fp16,
-                                     (video, jsonl), floor_us, head))
+                                     (video, jsonl), floor_us, head, int8, int8_floor_us))
     cameras = run_cameras(prepared[0].build_dir, workdir, board_backend, steps,  # the detector
                           threads=threads)
     print()

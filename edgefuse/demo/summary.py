@@ -11,6 +11,13 @@ from edgefuse.demo.model_stages import SOC, PreparedModel
 from edgefuse.demo.multi_camera import MultiCameraRun
 from edgefuse.vision.streams.batching import describe_sizes
 
+PREDICTED = "(host prediction)"  # marks every INT8 figure: no board has run an INT8 build
+PREDICTION_NOTE = (
+    "an INT8 figure no board has confirmed: the score of ONNX Runtime's QDQ emulation of ATC's "
+    "INT8 calibration (calibration min/max, where CANN searches its ranges), the floor with "
+    "Conv/Gemm/MatMul at the INT8 peak; on a board: edgefuse compile ... --int8 <model>/int8, "
+    "run --record there, verify --against")
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelOutcome:
@@ -25,6 +32,8 @@ class ModelOutcome:
     files: tuple[Path, ...]
     floor_us: float | None = None  # the board's floor on the build's SoC (a lower bound)
     head_parity: HeadParity | None = None  # a build ending in the YoloHead: against host decode
+    int8_score: float | None = None  # the host emulation of the board's INT8: a prediction
+    int8_floor_us: float | None = None  # the floor with the quantized layers at the INT8 peak
 
 
 def render(outcomes: list[ModelOutcome]) -> str:
@@ -46,14 +55,19 @@ def render(outcomes: list[ModelOutcome]) -> str:
             for o in outcomes]),
         ("YoloHead build vs host decode *", [
             "n/a" if o.head_parity is None else o.head_parity.describe() for o in outcomes]),
-        ("on the clip's ground truth: FP32 -> FP16", [
-            f"{o.metric} {o.fp32_score:.3f} -> {o.fp16_score:.3f}" for o in outcomes]),
+        ("on the clip's ground truth: FP32 -> FP16 -> INT8", [
+            f"{o.metric} {o.fp32_score:.3f} -> {o.fp16_score:.3f} -> "
+            + ("n/a" if o.int8_score is None else f"{o.int8_score:.3f} {PREDICTED}")
+            for o in outcomes]),
         ("app fps (model-only ceiling)", [
             f"{o.board_run.stats.mean_fps:.0f} ({o.board_run.model_only_fps:.0f}) on "
             f"{o.board_run.backend}" for o in outcomes]),
         (f"floor on {SOC} (lower bound)", [
             "n/a" if o.floor_us is None else f"{o.floor_us / 1e3:.3f} ms per frame"
             for o in outcomes]),
+        (f"floor on {SOC}, INT8 (lower bound)", [
+            "n/a" if o.int8_floor_us is None else
+            f"{o.int8_floor_us / 1e3:.3f} ms per frame {PREDICTED}" for o in outcomes]),
         ("board build", ["OM" if o.prepared.om_built else "compile.sh (no ATC here)"
                          for o in outcomes]),
     ]
@@ -61,6 +75,8 @@ def render(outcomes: list[ModelOutcome]) -> str:
     if any(o.head_parity is not None for o in outcomes):
         lines.append(f"* frames that agree: {CRITERION} (the FP16 build against the FP32 "
                      "model's host decode)")
+    if any(o.int8_score is not None for o in outcomes):
+        lines.append(f"{PREDICTED}: {PREDICTION_NOTE}")
     files = [str(path) for o in outcomes for path in o.files]
     return "\n".join([*lines, "", "wrote " + ", ".join(files)])
 

@@ -102,7 +102,11 @@ def quantize(
     """
     start = time.perf_counter()
     if not fp16:
-        raise InputError("only FP16 quantization exists", hint="pass fp16=True (--fp16)",
+        raise InputError("quantize() makes FP16 models only: INT8 on the board is quantized "
+                         "inside ATC, from a calibration folder",
+                         hint="pass fp16=True (--fp16); for INT8 write the calibration folder "
+                              "with edgefuse.quantize.int8.write_int8_calibration (quantize "
+                              "--int8) and compile with it (compile --int8)",
                          reference=Ref.UNSUPPORTED_PRECISION)
     if not isinstance(max_evaluations, int) or not isinstance(budget_s, (int, float)) or \
             max_evaluations < 1 or not budget_s > 0:

@@ -24,7 +24,8 @@ from edgefuse.models import shapes
 from edgefuse.reference.feeds import input_specs, random_feeds
 from edgefuse.reference.onnx_runner import run_onnx
 from edgefuse.runtime import open_session
-from edgefuse.vision.scenes.shapes import CLASSES, SceneGenerator
+from edgefuse.vision.scenes.shapes import CLASSES, SAMPLE_CLIP, SceneGenerator
+from tests.acl.models import put_fake_atc_on_path
 from tests.browser import chromium, play, served_folder
 from tests.needs import optional
 
@@ -49,11 +50,17 @@ def test_demo_passes_its_gates_and_prints_the_summary(demo):
     code, printed, _, _ = demo
     assert code == 0
     assert printed.count("PASSED") >= 4  # parity and FP16 for both models
-    assert re.search(r"AP50 [01]\.\d{3} -> [01]\.\d{3}", printed)
-    assert re.search(r"mIoU [01]\.\d{3} -> [01]\.\d{3}", printed)
+    for metric in ("AP50", "mIoU"):  # FP32 -> FP16 -> INT8, the INT8 figure marked
+        assert re.search(rf"{metric} [01]\.\d{{3}} -> [01]\.\d{{3}} -> [01]\.\d{{3}} "
+                         r"\(host prediction\)", printed), printed
     assert "compile.sh (no ATC here)" in printed
-    floors = re.findall(r"(\d+\.\d{3}) ms per frame", printed)  # the board's floor, both models
-    assert len(floors) == 2 and all(float(f) > 0 for f in floors), printed
+    floors = [float(f) for f in re.findall(r"(\d+\.\d{3}) ms per frame(?! \(host)", printed)]
+    int8_floors = [float(f) for f in re.findall(r"(\d+\.\d{3}) ms per frame \(host "
+                                                r"prediction\)", printed)]
+    assert len(floors) == len(int8_floors) == 2 and all(f > 0 for f in floors), printed
+    # at most twice the FP16 peak, and one byte a value: lower, never below half (0.001: rounding)
+    assert all(f / 2 - 0.001 <= i < f for f, i in zip(floors, int8_floors, strict=True)), printed
+    assert "(host prediction): an INT8 figure no board has confirmed" in printed
     # no board here: both apps ran their FP16 builds on the simulated board, and said so
     assert len(re.findall(r"\d+ \(\d+\) on sim", printed)) == 2, printed
     assert "WARNING" not in printed
@@ -77,6 +84,48 @@ def test_the_detector_is_built_with_the_yolo_head_and_agrees_with_the_host_decod
     assert segmenter["custom_ops"]["required"] is False
     assert re.search(rf"YoloHead build vs host decode \*\s+{FRAMES}/{FRAMES} frames, worst IoU "
                      r"0\.9\d\d\s+n/a", printed), printed
+
+
+def test_the_int8_emulation_quantizes_every_conv_per_channel_and_stays_near_fp32(demo):
+    """The INT8 row's model: each Conv reads INT8 weights (one scale per output channel) and an
+    8-bit activation, and on a frame of the clip it stays near FP32 without being FP32."""
+    cv2 = demo[3]
+    for name in ("shapes_yolov8", "shapes_deeplabv3plus"):
+        folder = demo[2] / name
+        fp32 = onnx.load(folder / "opt.onnx")
+        emulated = onnx.load(folder / "int8" / "host_int8.qdq.onnx")
+        made = {o for node in emulated.graph.node for o in node.output}
+        weights = {i.name: i for i in emulated.graph.initializer}
+        dequantized = {n.output[0]: n for n in emulated.graph.node
+                       if n.op_type == "DequantizeLinear"}
+        convs = [n for n in emulated.graph.node if n.op_type == "Conv"]
+        assert len(convs) == sum(n.op_type == "Conv" for n in fp32.graph.node)
+        for conv in convs:
+            data, weight = (dequantized[i] for i in conv.input[:2])
+            assert data.input[0] in made  # the activation went through QuantizeLinear
+            int8 = onnx.numpy_helper.to_array(weights[weight.input[0]])
+            scales = onnx.numpy_helper.to_array(weights[weight.input[1]])
+            assert int8.dtype == np.int8 and scales.shape == (int8.shape[0],), conv.name
+        capture = cv2.VideoCapture(str(SAMPLE_CLIP))
+        frame = capture.read()[1]
+        capture.release()
+        info = model_info.from_onnx(fp32)
+        feeds = {"input": info.preprocess(frame)[0]}
+        expected = next(iter(run_onnx(fp32, feeds).values())).ravel()
+        actual = next(iter(run_onnx(emulated, feeds).values())).ravel()
+        cosine = float(expected @ actual / np.linalg.norm(expected) / np.linalg.norm(actual))
+        assert 0.99 < cosine < 1 - 1e-7, (name, cosine)
+
+
+def test_the_int8_calibration_folders_compile_as_the_demo_says(demo, tmp_path, monkeypatch):
+    """`edgefuse compile ... --int8 <model>/int8`, as the INT8 step prints it, through the ATC
+    stand-in, which checks the compression config, the .bin files and the shapes."""
+    put_fake_atc_on_path(monkeypatch)
+    for name in ("shapes_yolov8", "shapes_deeplabv3plus"):
+        folder = demo[2] / name
+        assert main(["compile", str(folder / "opt.onnx"), "--soc", "Ascend310B4", "-o",
+                     str(tmp_path / name), "--int8", str(folder / "int8")]) == 0, name
+        assert (tmp_path / name / "model.om").is_file()
 
 
 def test_optimize_folds_every_batchnorm_of_the_export_and_keeps_its_outputs(demo):

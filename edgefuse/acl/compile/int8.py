@@ -53,7 +53,9 @@ class Int8Plan:
 
     def to_json(self) -> dict:
         return {
-            "calibration": str(self.calibration.folder),
+            # the copy compile.sh reads, in BUILD_DIR: not the folder it came from, whose path
+            # is the build host's (a bundle's manifest names no build-host path)
+            "calibration": f"{INT8_DIR}/",
             "samples": self.calibration.samples,
             "keep_fp16": list(self.calibration.keep_fp16),
             "infer_soc": self.calibration.infer_soc,
