@@ -212,14 +212,16 @@ class AippSpec:
         rgb = image[..., ::-1].astype(np.float64)
         forward, offset = _RGB_TO_YUV[self.csc]
         yuv = rgb @ np.asarray(forward).T + np.asarray(offset)
-        luma = np.clip(np.rint(yuv[..., 0]), 0, 255).astype(np.uint8)
         chroma = yuv[..., 1:].reshape(height // 2, 2, width // 2, 2, 2).mean(axis=(1, 3))
         if source_order == "NV21":
             chroma = chroma[..., ::-1]
-        chroma = np.clip(np.rint(chroma), 0, 255).astype(np.uint8).reshape(height // 2, width)
         if out is None:
-            return np.concatenate([luma, chroma], axis=0)
-        out[:height], out[height:] = luma, chroma
+            out = np.empty((height * 3 // 2, width), np.uint8)
+        # Rounded and clipped in float, then cast straight into the frame's two planes.
+        for plane, values in ((out[:height], yuv[..., 0]),
+                              (out[height:], chroma.reshape(height // 2, width))):
+            rounded = np.rint(values)
+            np.copyto(plane, np.clip(rounded, 0, 255, out=rounded), casting="unsafe")
         return out
 
     # ---- outputs ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.aipp import _RGB_TO_YUV, AippSpec
 from edgefuse.errors import InputError
 from edgefuse.fallback.ort_session import OrtSession
 from edgefuse.preprocess import Preprocess
@@ -163,3 +163,24 @@ def test_segmenter_on_onnx_runs_the_same_through_its_buffers():
         assert segmenter.feed_pool.made == 1
     for result in results:
         assert (result.class_map[:, :16] == 0).all() and (result.class_map[:, 16:] == 1).all()
+
+
+@pytest.mark.parametrize("input_format", ["YUV420SP", "YVU420SP"])
+@pytest.mark.parametrize("csc", ["bt601_narrow", "jpeg"])
+def test_the_yuv_frame_is_the_bytes_it_was_before_it_could_be_written_in_place(input_format,
+                                                                               csc):
+    """The reference: frame_from_bgr as it was (uint8 planes cast apart, then concatenated)."""
+    spec = AippSpec(input_format=input_format, source_size=(40, 24), csc=csc)
+    image = _frame(24, 40)
+    rgb = image[..., ::-1].astype(np.float64)
+    forward, offset = _RGB_TO_YUV[csc]
+    yuv = rgb @ np.asarray(forward).T + np.asarray(offset)
+    luma = np.clip(np.rint(yuv[..., 0]), 0, 255).astype(np.uint8)
+    chroma = yuv[..., 1:].reshape(12, 2, 20, 2, 2).mean(axis=(1, 3))
+    chroma = chroma[..., ::-1] if input_format == "YVU420SP" else chroma
+    chroma = np.clip(np.rint(chroma), 0, 255).astype(np.uint8).reshape(12, 40)
+    expected = np.concatenate([luma, chroma])
+    np.testing.assert_array_equal(spec.frame_from_bgr(image), expected)
+    out = np.zeros_like(expected)
+    assert spec.frame_from_bgr(image, out=out) is out
+    np.testing.assert_array_equal(out, expected)
