@@ -46,7 +46,7 @@ from edgefuse.model_info import TASK_OF_LAYOUT, AppInfo
 from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.preprocess import Geometry, Preprocess, fit, fit_into, to_tensor
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
-from edgefuse.session import Session
+from edgefuse.session import InputBuffers, Session
 from edgefuse.vision.model import layouts, records
 from edgefuse.vision.model.extra_inputs import extra_feeds, split_inputs
 from edgefuse.vision.model.families import DEFAULT_GUESS, FamilyCall, by_inputs, by_outputs
@@ -211,11 +211,18 @@ def _write_image(plan: InputPlan, image: np.ndarray, out: np.ndarray) -> Geometr
     return geometry
 
 
-def feeds_from_device_input(plan: InputPlan, model_input: np.ndarray,
-                            geometry: Geometry) -> dict[str, np.ndarray]:
+def feeds_from_device_input(plan: InputPlan, model_input: np.ndarray | InputBuffers,
+                            geometry: Geometry) -> Mapping[str, np.ndarray]:
     """The feeds for a model input DVPP (or its ``sim`` emulation) already letterboxed into the
-    build's YUV420SP bytes [1.5H, W]; refused for a build that does not read those bytes."""
+    build's YUV420SP bytes [1.5H, W]; refused for a build that does not read those bytes.
+
+    ``model_input`` may be a set of the session's own input buffers that VPC wrote (its image
+    input [1, 1.5H, W]; on the board ``input_buffers(memory=<DVPP's allocator>)``): those buffers
+    are then the feeds, the extra inputs written into them, and the run copies nothing."""
     height, width = plan.preprocess.size
+    buffers = model_input if isinstance(model_input, InputBuffers) else None
+    if buffers is not None:
+        model_input = buffers[plan.name][0]
     if plan.yuv is None or plan.canvas is not None or model_input.shape != (height * 3 // 2,
                                                                               width):
         raise InputError(
@@ -225,6 +232,10 @@ def feeds_from_device_input(plan: InputPlan, model_input: np.ndarray,
             + (" with an AIPP crop" if plan.canvas is not None else ""),
             hint="compile the model with `--aipp` input_format: YUV420SP and no crop, or use "
                  "decode: cpu", reference=Ref.BAD_PREPROCESS)
+    if buffers is not None:
+        for name, value in extra_feeds(plan.extras, geometry).items():
+            np.copyto(buffers[name], value, casting="same_kind")
+        return buffers
     return {plan.name: model_input[np.newaxis], **extra_feeds(plan.extras, geometry)}
 
 
@@ -383,9 +394,10 @@ class VisionModel:
         pool = self.feed_pool
         return prepare_frame(self.plan, image, pool.take() if pool is not None else None)
 
-    def preprocess_device(self, model_input: np.ndarray,
-                          geometry: Geometry) -> tuple[dict[str, np.ndarray], Geometry]:
-        """The feeds of a model input DVPP already made (``decode: dvpp``)."""
+    def preprocess_device(self, model_input: np.ndarray | InputBuffers,
+                          geometry: Geometry) -> tuple[Mapping[str, np.ndarray], Geometry]:
+        """The feeds of a model input DVPP already made (``decode: dvpp``): its bytes, or the
+        session's input buffers VPC wrote them into (``feeds_from_device_input``)."""
         return feeds_from_device_input(self.plan, model_input, geometry), geometry
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

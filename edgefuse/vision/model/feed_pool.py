@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from edgefuse.errors import InputError
 from edgefuse.session import InputBuffers, Session
@@ -27,13 +27,17 @@ DEFAULT_LIMIT = 8  # a pipeline holds queue_size + 3 frames between preprocess a
 
 
 class FeedPool:
-    """Hands out ``InputBuffers`` of ``session`` with ``shapes`` (for dynamic inputs)."""
+    """Hands out ``InputBuffers`` of ``session`` with ``shapes`` (for dynamic inputs); ``make``
+    makes a new set instead of ``session.input_buffers(shapes)`` (the board's DVPP source: sets
+    in DVPP's memory, ``input_buffers(memory=...)``, that VPC writes the model input into)."""
 
     def __init__(self, session: Session, shapes: Mapping[str, tuple[int, ...]] | None = None,
-                 *, limit: int = DEFAULT_LIMIT) -> None:
+                 *, limit: int = DEFAULT_LIMIT,
+                 make: Callable[[], InputBuffers] | None = None) -> None:
         self.session = session
         self.shapes = dict(shapes or {})
         self.limit = limit
+        self._make = make or (lambda: session.input_buffers(self.shapes))
         self.made = 0
         self.off_reason: str | None = None
         self._free: list[InputBuffers] = []
@@ -46,7 +50,7 @@ class FeedPool:
                 kept = self._free.pop()
             elif self.off_reason is None and self.made < self.limit:
                 try:
-                    kept = self.session.input_buffers(self.shapes)
+                    kept = self._make()
                 except InputError as exc:  # e.g. a dynamic input no shape was given for
                     self.off_reason = exc.message
                     log.debug("no input buffers for this session (%s): frames are copied",

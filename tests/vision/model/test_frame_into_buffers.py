@@ -184,3 +184,25 @@ def test_the_yuv_frame_is_the_bytes_it_was_before_it_could_be_written_in_place(i
     out = np.zeros_like(expected)
     assert spec.frame_from_bgr(image, out=out) is out
     np.testing.assert_array_equal(out, expected)
+
+
+def test_a_device_input_in_the_sessions_buffers_is_fed_as_they_are(tmp_path, monkeypatch):
+    """The board's DVPP source: VPC writes the model input into a set of the session's buffers
+    (here the CPU writes the same NV12 bytes), the frame carries that set, and it is the feeds."""
+    spec = AippSpec(input_format="YUV420SP", source_size=(32, 32), scale=(1 / 255,) * 3)
+    build = aipp_build(tmp_path, monkeypatch, spec)
+    frame = two_reds(48, 64)
+    with Segmenter.open(build, backends="sim") as segmenter:
+        pool = FeedPool(segmenter.session, make=segmenter.session.input_buffers, limit=1)
+        plain, geometry = prepare_frame(segmenter.plan, frame)
+        buffers = pool.take()
+        np.copyto(buffers["images"], plain["images"])  # what VPC does on the board
+        feeds, same = segmenter.preprocess_device(buffers, geometry)
+        assert feeds is buffers and same is geometry
+        from_buffers = segmenter.postprocess(segmenter.infer(feeds), geometry)
+        from_bytes = segmenter.postprocess(segmenter.infer(
+            segmenter.preprocess_device(plain["images"][0], geometry)[0]), geometry)
+        assert pool.made == 1
+    np.testing.assert_array_equal(from_buffers.class_map, from_bytes.class_map)
+    assert (from_buffers.class_map[:, :32] == 0).all()
+    assert (from_buffers.class_map[:, 32:] == 1).all()
