@@ -190,6 +190,9 @@ class InputBuffers(Mapping[str, np.ndarray]):
     (the acl backend on a shared-memory SoC): what DVPP's VPC may be given as its output picture
     (``acldvppSetPicDescData`` / ``hi_vpc_pic_info.picture_address``), so the decoded, resized frame
     is the model input without a CPU byte moved. ``None`` elsewhere.
+
+    The arrays live as long as the session: ``close`` frees their memory, and an array read or
+    written after that touches freed memory (on the board, device memory given back).
     """
 
     def __init__(self, owner: Session, arrays: Mapping[str, np.ndarray], *,
