@@ -421,6 +421,12 @@ class AclSession(Session):
                 hint="leave memory out: the buffers are then host arrays copied to the device "
                      "once per run", reference=Ref.BAD_SESSION_OPTION)
         shapes = self._buffer_shapes(dict(shapes or {}))
+        for spec, binding in zip(self.inputs, self._data_inputs, strict=True):
+            nbytes = math.prod(shapes[spec.name]) * spec.dtype.itemsize
+            if nbytes > binding.size:
+                raise InputError(f"input_buffers: {spec.name} {list(shapes[spec.name])} is "
+                                 f"{nbytes} bytes, the OM's buffer holds {binding.size}",
+                                 context=self._expected(), reference=Ref.BAD_FEEDS)
         if not self.in_place:
             return self._input_buffers(shapes)
         with self._lock:
@@ -430,12 +436,8 @@ class AclSession(Session):
         for spec, binding in zip(self.inputs, inputs.data, strict=True):
             shape = shapes[spec.name]
             nbytes = math.prod(shape) * spec.dtype.itemsize
-            if nbytes > binding.size:
-                raise InputError(f"input_buffers: {spec.name} {list(shape)} is {nbytes} bytes, "
-                                 f"the OM's buffer holds {binding.size}",
-                                 context=self._expected(), reference=Ref.BAD_FEEDS)
-            assert binding.shared is not None  # in place: every buffer is shared memory
-            arrays[spec.name] = binding.shared[:nbytes].view(spec.dtype).reshape(shape)
+            shared = binding.shared  # in place, every buffer of the set is shared memory
+            arrays[spec.name] = shared[:nbytes].view(spec.dtype).reshape(shape)  # type: ignore[index]
             addresses[spec.name] = binding.address
         return InputBuffers(self, arrays, device_addresses=addresses, handle=inputs)
 

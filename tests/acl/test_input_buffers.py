@@ -97,6 +97,10 @@ def test_a_gear_model_takes_the_gear_shape_and_zeroes_the_spare_rows_of_its_set(
             session.input_buffers()
         with pytest.raises(InputError, match=r"shape \[3, 4\] does not fit input x"):
             session.input_buffers({"x": (3, 4)})
+        allocations = board.calls.count("acl.rt.malloc_host")
+        with pytest.raises(InputError, match=r"x \[9, 3\] is 108 bytes, the OM's buffer holds 96"):
+            session.input_buffers({"x": (9, 3)})  # past the largest gear: refused, none made
+        assert board.calls.count("acl.rt.malloc_host") == allocations
         buffers = session.input_buffers({"x": (3, 3)})
         np.copyto(buffers["x"], _x((3, 3)))
         out = session.run(buffers)["y"]
