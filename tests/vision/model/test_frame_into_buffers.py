@@ -116,17 +116,23 @@ def test_input_buffers_refuse_unknown_inputs_and_dynamic_sizes():
     session.close()
 
 
-def test_a_pool_lends_each_set_to_one_frame_and_takes_it_back_when_dropped():
+def test_a_pool_lends_a_set_again_only_when_nothing_refers_to_it():
     session = OrtSession(conv_net(), "cpu")
     pool = FeedPool(session, limit=2)
     first, second = pool.take(), pool.take()
     assert isinstance(first, InputBuffers) and pool.take() is None  # both lent: plain path
     address = first["x"].ctypes.data
-    assert second["x"].ctypes.data != address
+    assert second["x"].ctypes.data != address and pool.in_use == 2
+    kept = first["x"][0]  # a caller keeps a view of the frame's input
     del first
-    gc.collect()  # CPython frees it at once; collect only in case of a cycle
+    assert pool.take() is None and pool.in_use == 2  # not overwritten under the caller
+    del kept
+    gc.collect()  # CPython frees at once; collect only in case of a cycle
     again = pool.take()
     assert again is not None and again["x"].ctypes.data == address and pool.made == 2
+    session.run(again)  # a run holds no reference after it returns
+    del again, second
+    assert pool.in_use == 0
     session.close()
 
 
