@@ -10,12 +10,16 @@ stays.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import numpy as np
+import onnx
 import pytest
-from acl_standin import AclStandIn
+from acl_standin import AclStandIn, FakeOm, FakeTensor
 
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
 from edgefuse.acl.resources import RUNTIME
 from edgefuse.acl.return_codes import (
     ACL_DEVICE,
@@ -25,8 +29,13 @@ from edgefuse.acl.return_codes import (
     AclError,
 )
 from edgefuse.errors import EdgefuseError, InputError
+from edgefuse.manifest import read_manifest, write_manifest
 from edgefuse.session import InputBuffers
+from edgefuse.vision.model.adapter import prepare_frame
+from edgefuse.vision.segment.segmenter import Segmenter
 from tests.acl.test_session import INITIALISED, _open, _x, batch_om, static_om
+from tests.needs import optional
+from tests.vision.models import red_mask_model
 
 pytestmark = [pytest.mark.standin, pytest.mark.ort]
 
@@ -182,3 +191,44 @@ def test_a_failed_allocation_leaves_nothing_behind_after_close(board, tmp_path):
     np.testing.assert_array_equal(session.run({"x": _x()})["y"], _x() * 2)
     session.close()
     assert board.outstanding() == INITIALISED
+
+
+def test_a_vision_model_on_the_board_writes_each_frame_where_the_npu_reads_it(board, tmp_path,
+                                                                             monkeypatch):
+    """Frames through a Segmenter on a YUV420SP AIPP build in ACL_DEVICE mode: every execute
+    reads a set of the session's input buffers, holding exactly the NV12 bytes of the plain
+    path, with no acl.rt.memcpy."""
+    optional("cv2")
+    monkeypatch.setenv("PATH", "")  # no atc: compile writes the build, the OM is registered below
+    onnx.save(red_mask_model(32), tmp_path / "mask.onnx")
+    build = tmp_path / "build"
+    compile_model(tmp_path / "mask.onnx", "Ascend310B4", build,
+                  aipp=AippSpec(input_format="YUV420SP", source_size=(32, 32),
+                                scale=(1 / 255,) * 3))
+    seen = []
+    om = FakeOm(inputs=[FakeTensor("images", (1, 32, 32, 3), np.dtype(np.uint8),
+                                   aipp_format="YUV420SP_U8")],
+                outputs=[FakeTensor("output0", (1, 1, 32, 32), np.dtype(np.float32))],
+                compute=lambda f: seen.append(f["images"].copy()) or [
+                    np.zeros((1, 1, 32, 32), np.float32)])
+    board.register_model(build / "model.om", om)
+    write_manifest(build, dataclasses.replace(read_manifest(build, check_files=False),
+                                              om="model.om"))
+    rng = np.random.default_rng(5)
+    frames = [rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for _ in range(4)]
+    with Segmenter.open(build, backends="acl") as segmenter:
+        assert segmenter.session.backend == "acl" and segmenter.session.in_place
+        before, executed = dict(board.memcpy_counts), len(board.executed_inputs)
+        addresses = set()
+        for frame in frames:
+            feeds, geometry = segmenter.preprocess(frame)
+            addresses.add(feeds.device_addresses["images"])
+            segmenter.postprocess(segmenter.infer(feeds), geometry)
+            del feeds
+        assert _copies(board, before) == {}
+        read = {inputs[0] for inputs in board.executed_inputs[executed:]}
+        assert read == addresses and len(addresses) == 1  # one set, reused frame after frame
+        expected = [prepare_frame(segmenter.plan, frame)[0]["images"] for frame in frames]
+    for got, want in zip(seen[-4:], expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert board.violations == [] and board.outstanding() == INITIALISED
