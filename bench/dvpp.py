@@ -1,22 +1,37 @@
-"""CPU time per frame with decode + letterbox on the CPU vs with DVPP (issue 30 §5).
+"""CPU time and copies per frame: decode + letterbox on the CPU vs DVPP, input copied vs written
+in place, on a shared-memory SoC vs a host with a card (issue 30 §3, §5).
 
-What it measures, each configuration in its own fresh process, alternated A, B, C then reversed
-for ``--reps`` repetitions, as the median of per-process medians and the paired ratio to ``cpu``
-(the method of bench/_harness.py), on the demo clip re-encoded to H.264 at camera sizes:
+Two tables, on the demo clip re-encoded to H.264 at camera sizes, into a YUV420SP AIPP build's
+input (256x256: [384, 256] bytes) through the real ``AclSession`` over the pyACL stand-in
+(tests/fakes/acl_standin.py; its ``execute`` reads the input and returns one number):
 
-- ``cpu``: what the board's ARM cores do today for a YUV420SP AIPP build with ``decode: cpu``:
-  OpenCV decodes to BGR, the letterbox runs in OpenCV/numpy, the frame becomes NV12
-  (``AippSpec.frame_from_bgr``).
-- ``dvpp-board-cpu``: what stays on the cores with ``decode: dvpp`` on the board: PyAV demuxes
-  packets (VDEC decodes, VPC letterboxes: no CPU time of ours). The BGR picture a sink draws on
-  is fetched only when a sink needs it and is not counted.
-- ``dvpp-emulated``: the ``sim`` emulation's cost on the host (PyAV decode to NV12, the SoC's
-  stride layout, VPC's plane-wise letterbox): what a host run with ``decode: dvpp`` pays.
+1. **Copies per frame** (one process, every combination, deterministic). A *copy* is a pass that
+   moves a whole frame's bytes unchanged into another buffer; decoding, resizing and colour
+   conversion are the work itself, not copies.
+   - ``acl memcpy``: measured, the stand-in's ``memcpy_counts`` by kind over the frames;
+   - ``model input read in place``: measured, whether each ``execute`` read the very memory the
+     feed was written into (the stand-in's ``executed_inputs`` against the feed's address);
+   - ``CPU copies``: the preprocessing's, by construction (``PREPROCESS_COPIES`` says which call
+     makes each), plus the session's staging write, measured (on the SoC a feed that was not
+     written in place is copied into the shared buffer by the CPU; on a card that copy is the
+     HOST_TO_DEVICE memcpy instead).
+   ``dvpp-board`` is by construction only: VDEC and VPC write device memory, VPC's output picture
+   is the session's input buffer (``input_buffers(memory=dvpp allocator)``); only a board runs it.
+2. **CPU time per frame** (process CPU time, user + system, so work on any thread counts), each
+   configuration in its own fresh process, alternated then reversed for ``--reps`` repetitions,
+   as the median of per-process medians and the paired ratio to ``cpu-copied`` (the method of
+   bench/_harness.py), on a SoC-mode session:
+   - ``cpu-copied``: OpenCV decodes, ``prepare_frame`` makes the NV12 frame in arrays of its own,
+     the session copies it into its buffer (before issue 30 §3's input buffers);
+   - ``cpu-in-place``: the same frame written into the session's ``input_buffers``;
+   - ``dvpp-emulated``: the ``sim`` emulation (PyAV decode to the SoC's strided NV12, VPC's
+     plane-wise letterbox), what a host run with ``decode: dvpp`` pays, not the board;
+   - ``dvpp-board-cpu``: what stays on the cores with ``decode: dvpp`` on the board: PyAV demuxes
+     packets (VDEC decodes, VPC letterboxes into the model input: no CPU time of ours).
 
-Only a board gives the board's figures: the VDEC/VPC latency per frame, the frame rate at N
-cameras and the cores' load with ``decode: dvpp`` (docs/sim.md says how: ``edgefuse bench
---source``). Run: ``python bench/dvpp.py [--frames 60] [--reps 3]``; writes
-bench/results/dvpp.json.
+Only a board gives the board's figures: VDEC/VPC latency, the frame rate at N cameras, the ARM
+cores' load (docs/sim.md says how: ``edgefuse bench MODEL --source CLIP --decode dvpp``). Run:
+``python bench/dvpp.py [--frames 60] [--reps 3]``; writes bench/results/dvpp.json.
 """
 
 from __future__ import annotations
@@ -27,15 +42,31 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-CONFIGS = ("cpu", "dvpp-board-cpu", "dvpp-emulated")
+TIMED = ("cpu-copied", "cpu-in-place", "dvpp-emulated", "dvpp-board-cpu")
 SIZES = ((1920, 1080), (1280, 720))
 MODEL = (256, 256)  # the demo detector's input (height, width)
 SOC = "Ascend310B4"
+ACL_DEVICE, ACL_HOST = 0, 1
+TARGETS = {"soc": ACL_DEVICE, "card": ACL_HOST}
+H2D, D2H, D2D = 1, 2, 3
+# The preprocessing's full-frame copies per frame, by construction, for a 16:9 frame into the
+# square input (so the letterbox pads):
+PREPROCESS_COPIES = {
+    # fit -> letterbox: cv2.copyMakeBorder copies the resized content into a padded frame.
+    ("cpu", "copied"): 1,
+    # fit_into: cv2.resize writes straight into its place in the buffer, only the pad is filled.
+    ("cpu", "in-place"): 0,
+    # EmulatedVpc.letterbox returns its own array; the feed is that array (the session stages it).
+    ("dvpp-emulated", "copied"): 0,
+    # ...and written into the input buffers it is one copy (np.copyto): the emulation has no out=.
+    ("dvpp-emulated", "in-place"): 1,
+}
 
 
 def make_clip(path: Path, size: tuple[int, int], frames: int) -> Path:
@@ -60,27 +91,137 @@ def make_clip(path: Path, size: tuple[int, int], frames: int) -> Path:
     return path
 
 
-def worker(config: str, clip: str) -> list[float]:
-    """CPU seconds (this process: user + system) per frame of ``config`` over ``clip``."""
-    import av  # noqa: PLC0415
-    import cv2  # noqa: PLC0415
+class Feeder:
+    """The model input side of every configuration: the YUV420SP plan, an ``AclSession`` over
+    the stand-in in ``run_mode``, and the frame sources."""
 
-    from edgefuse.acl.compile.aipp import AippSpec  # noqa: PLC0415
-    from edgefuse.fallback import dvpp_emulation as emu  # noqa: PLC0415
-    from edgefuse.preprocess import letterbox  # noqa: PLC0415
+    def __init__(self, run_mode: int, folder: Path) -> None:
+        sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+        import numpy as np  # noqa: PLC0415
+        from acl_standin import AclStandIn, FakeOm, FakeTensor  # noqa: PLC0415
 
-    spec = AippSpec(input_format="YUV420SP", source_size=MODEL[::-1], csc="bt601_narrow")
-    times = []
-    if config == "cpu":
+        from edgefuse.acl.compile.aipp import AippSpec  # noqa: PLC0415
+        from edgefuse.acl.session import AclSession  # noqa: PLC0415
+        from edgefuse.preprocess import Preprocess  # noqa: PLC0415
+        from edgefuse.vision.model.adapter import InputPlan  # noqa: PLC0415
+
+        height, width = MODEL
+        self.spec = AippSpec(input_format="YUV420SP", source_size=(width, height),
+                             csc="bt601_narrow")
+        record = Preprocess(size=MODEL, color="BGR", scale=1.0, layout="NHWC", dtype="uint8")
+        self.plan = InputPlan("images", record, aipp=True, yuv=self.spec)
+        self.acl = AclStandIn(run_mode=run_mode)
+        sys.modules["acl"] = self.acl
+        om = FakeOm(inputs=[FakeTensor("images", (1, height * 3 // 2, width), np.dtype(np.uint8))],
+                    outputs=[FakeTensor("y", (1, 1), np.dtype(np.float32))],
+                    compute=lambda f: [f["images"][:, :1, :1].astype(np.float32).reshape(1, 1)])
+        self.session = AclSession(self.acl.register_model(folder / "model.om", om))
+        self.buffers = self.session.input_buffers()
+
+    def frames(self, decode: str, clip: str):
+        """The decoded frames: BGR images (OpenCV) or the emulated VDEC's pictures (PyAV)."""
+        return self._cpu_frames(clip) if decode == "cpu" else self._emulated_frames(clip)
+
+    def feed(self, decode: str, item, in_place: bool):
+        """A decoded frame made the model input (letterbox + NV12, or emulated VPC), in the
+        session's input buffers or in arrays of its own."""
+        if decode == "cpu":
+            return self._cpu_feed(item, in_place)
+        return self._emulated_feed(self.vpc.letterbox(item)[0], in_place)
+
+    def _cpu_frames(self, clip: str):
+        import cv2  # noqa: PLC0415
+
         capture = cv2.VideoCapture(clip)
-        while True:
-            start = time.process_time()
-            ok, image = capture.read()
-            if not ok:
-                break
-            spec.frame_from_bgr(letterbox(image, MODEL)[0])
-            times.append(time.process_time() - start)
-    elif config == "dvpp-board-cpu":
+        try:
+            while True:
+                ok, image = capture.read()
+                if not ok:
+                    return
+                yield image
+        finally:
+            capture.release()
+
+    def _cpu_feed(self, image, in_place: bool):
+        from edgefuse.vision.model.adapter import prepare_frame  # noqa: PLC0415
+
+        return prepare_frame(self.plan, image, self.buffers if in_place else None)[0]
+
+    def _emulated_frames(self, clip: str):
+        from edgefuse.fallback import dvpp_emulation as emu  # noqa: PLC0415
+
+        self.vpc = emu.EmulatedVpc(self.spec, SOC)
+        for picture, _ in emu.decoded_pictures(clip, SOC):
+            yield picture
+
+    def _emulated_feed(self, model_input, in_place: bool):
+        import numpy as np  # noqa: PLC0415
+
+        if not in_place:
+            return {"images": model_input[np.newaxis]}
+        np.copyto(self.buffers["images"][0], model_input)
+        return self.buffers
+
+    def close(self) -> None:
+        from edgefuse.acl.resources import RUNTIME  # noqa: PLC0415
+
+        self.session.close()
+        RUNTIME.shutdown()
+
+
+def count_copies(clip: str, frames: int) -> list[dict]:
+    """Copies per frame for every decode x target x feed combination (see the docstring)."""
+    rows = []
+    for target, run_mode in TARGETS.items():
+        for decode in ("cpu", "dvpp-emulated"):
+            for feed in ("copied", "in-place"):
+                with tempfile.TemporaryDirectory() as folder:
+                    feeder = Feeder(run_mode, Path(folder))
+                    try:
+                        rows.append(_count(feeder, clip, frames, target, decode, feed))
+                    finally:
+                        feeder.close()
+        rows.append({"decode": "dvpp-board", "target": target, "feed": "in-place",
+                     "frames": None, "measured": False,
+                     "memcpy": {"H2D": 0, "D2H": 0, "D2D": 0}, "in_place": target == "soc",
+                     "cpu_copies": 0 if target == "soc" else None,
+                     "note": ("VPC writes the model input (input_buffers(memory=dvpp_malloc)); "
+                              "only a board runs it") if target == "soc" else
+                             "not offered: on a card (ACL_HOST) input_buffers(memory=) is "
+                             "refused; the DVPP output would be copied as a host feed"})
+    return rows
+
+
+def _count(feeder: Feeder, clip: str, frames: int, target: str, decode: str, feed: str) -> dict:
+    in_place_feed = feed == "in-place"
+    acl = feeder.acl
+    before = dict(acl.memcpy_counts)
+    done = read_in_place = staged = 0
+    for item in feeder.frames(decode, clip):
+        if done == frames:
+            break
+        feeds = feeder.feed(decode, item, in_place_feed)
+        feeder.session.run(feeds)
+        address = feeds["images"].ctypes.data
+        if acl.executed_inputs[-1] == (address,):
+            read_in_place += 1
+        elif acl.run_mode == ACL_DEVICE:
+            staged += 1  # the session wrote the feed into its shared buffer: a CPU copy
+        done += 1
+    per = {name: (acl.memcpy_counts.get(kind, 0) - before.get(kind, 0)) / done
+           for name, kind in (("H2D", H2D), ("D2H", D2H), ("D2D", D2D))}
+    return {"decode": decode, "target": target, "feed": feed, "frames": done, "measured": True,
+            "memcpy": per, "in_place": read_in_place == done,
+            "cpu_copies": PREPROCESS_COPIES[(decode, feed)] + staged / done}
+
+
+def time_worker(config: str, clip: str) -> list[list[float]]:
+    """CPU seconds (this process: user + system) per frame of ``config`` over ``clip``: [decode,
+    feed] per frame (feed: letterbox + conversion into the model input + the session's run)."""
+    times = []
+    if config == "dvpp-board-cpu":
+        import av  # noqa: PLC0415
+
         with av.open(clip) as container:
             packets = container.demux(video=0)
             while True:
@@ -90,17 +231,24 @@ def worker(config: str, clip: str) -> list[float]:
                     break
                 if packet.size:
                     bytes(packet)  # the frame handed to VDEC (copied into its stream buffer)
-                    times.append(time.process_time() - start)
-    else:
-        vpc = emu.EmulatedVpc(spec, SOC)
-        pictures = emu.decoded_pictures(clip, SOC)
-        while True:
-            start = time.process_time()
-            got = next(pictures, None)
-            if got is None:
-                break
-            vpc.letterbox(got[0])
-            times.append(time.process_time() - start)
+                    times.append([time.process_time() - start, 0.0])
+        return times
+    with tempfile.TemporaryDirectory() as folder:
+        feeder = Feeder(ACL_DEVICE, Path(folder))
+        try:
+            decode = "cpu" if config.startswith("cpu") else "dvpp-emulated"
+            source = feeder.frames(decode, clip)
+            in_place = config == "cpu-in-place"
+            while True:
+                start = time.process_time()
+                item = next(source, None)
+                if item is None:
+                    break
+                decoded = time.process_time()
+                feeder.session.run(feeder.feed(decode, item, in_place))
+                times.append([decoded - start, time.process_time() - decoded])
+        finally:
+            feeder.close()
     return times
 
 
@@ -108,40 +256,76 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--frames", type=int, default=60)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--worker", nargs=2, metavar=("CONFIG", "CLIP"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=3, metavar=("KIND", "CONFIG", "CLIP"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(*args.worker)))
+        kind, config, clip = args.worker
+        result = (time_worker(config, clip) if kind == "time" else
+                  count_copies(clip, int(config)))
+        print(json.dumps(result))
         return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
-    report: dict = {"frames": args.frames, "reps": args.reps, "model": list(MODEL), "sizes": {}}
-    print(f"{'clip':>10} {'config':>16} {'CPU ms/frame':>13} {'vs cpu':>8}")
-    for size in SIZES:
-        clip = make_clip(RESULTS / f"dvpp_{size[0]}x{size[1]}.mp4", size, args.frames)
-        medians: dict[str, list[float]] = {c: [] for c in CONFIGS}
-        ratios: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    report: dict = {"frames": args.frames, "reps": args.reps, "model": list(MODEL),
+                    "copies": {}, "cpu_time": {}}
+    clips = {f"{w}x{h}": make_clip(RESULTS / f"dvpp_{w}x{h}.mp4", (w, h), args.frames)
+             for w, h in SIZES}
+    print("copies per frame (a 1920x1080 H.264 clip into a 256x256 YUV420SP AIPP input)")
+    print(f"{'decode':>14} {'target':>6} {'feed':>9} {'CPU copies':>11} {'acl memcpy':>18} "
+          f"{'read in place':>14}")
+    rows = json.loads(_worker("copies", str(args.frames), clips["1920x1080"]))
+    report["copies"]["1920x1080"] = rows
+    for row in rows:
+        memcpy = row["memcpy"]
+        shown = " ".join(f"{k}={v:g}" for k, v in memcpy.items() if v) or "0"
+        copies = "n/a" if row["cpu_copies"] is None else f"{row['cpu_copies']:g}"
+        place = ("yes" if row["in_place"] else "no") + ("" if row["measured"] else "*")
+        print(f"{row['decode']:>14} {row['target']:>6} {row['feed']:>9} {copies:>11} "
+              f"{shown:>18} {place:>14}")
+    print("  * by construction (only a board runs VDEC/VPC)\n")
+    print("CPU time per frame (process CPU time, ms; paired ratios to cpu-copied)")
+    print(f"{'clip':>10} {'config':>16} {'decode':>8} {'feed':>8} {'total':>8} {'total x':>8} "
+          f"{'feed x':>8}")
+    for label, clip in clips.items():
+        medians = {c: {"decode": [], "feed": [], "total": []} for c in TIMED}
+        ratios = {c: {"total": [], "feed": []} for c in TIMED}
         for rep in range(args.reps):
-            order = CONFIGS if rep % 2 == 0 else CONFIGS[::-1]
-            this: dict[str, float] = {}
+            order = TIMED if rep % 2 == 0 else TIMED[::-1]
+            this = {}
             for config in order:
-                out = subprocess.run([sys.executable, __file__, "--worker", config, str(clip)],
-                                     check=True, capture_output=True, text=True, cwd=ROOT)
-                this[config] = statistics.median(json.loads(out.stdout)) * 1e3
-            for config in CONFIGS:
-                medians[config].append(this[config])
-                ratios[config].append(this[config] / this["cpu"])
-        label = f"{size[0]}x{size[1]}"
-        report["sizes"][label] = {}
-        for config in CONFIGS:
-            ms, ratio = statistics.median(medians[config]), statistics.median(ratios[config])
-            report["sizes"][label][config] = {"cpu_ms_per_frame": ms, "ratio_to_cpu": ratio,
-                                              "per_rep_ms": medians[config]}
-            print(f"{label:>10} {config:>16} {ms:13.3f} {ratio:8.3f}")
+                frames = json.loads(_worker("time", config, clip))
+                this[config] = {
+                    "decode": statistics.median(d for d, _ in frames) * 1e3,
+                    "feed": statistics.median(f for _, f in frames) * 1e3,
+                    "total": statistics.median(d + f for d, f in frames) * 1e3}
+            for config in TIMED:
+                for stage, value in this[config].items():
+                    medians[config][stage].append(value)
+                for stage in ("total", "feed"):
+                    ratios[config][stage].append(this[config][stage] / this["cpu-copied"][stage])
+        report["cpu_time"][label] = {}
+        for config in TIMED:
+            ms = {stage: statistics.median(values) for stage, values in medians[config].items()}
+            ratio = {stage: statistics.median(values) for stage, values in ratios[config].items()}
+            report["cpu_time"][label][config] = {
+                "cpu_ms_per_frame": ms, "ratio_to_cpu_copied": ratio,
+                "per_rep_ms": medians[config]}
+            print(f"{label:>10} {config:>16} {ms['decode']:8.3f} {ms['feed']:8.3f} "
+                  f"{ms['total']:8.3f} {ratio['total']:8.3f} {ratio['feed']:8.3f}")
     report["machine_note"] = ("this host's CPU, not the board's: only a board gives the board's "
                               "figures (docs/sim.md)")
-    (RESULTS / "dvpp.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"-> {RESULTS / 'dvpp.json'}")
+    target = RESULTS / "dvpp.json"
+    partial = target.with_suffix(".json.tmp")
+    partial.write_text(json.dumps(report, indent=2) + "\n")
+    partial.replace(target)
+    print(f"-> {target}")
     return 0
+
+
+def _worker(kind: str, config: str, clip: Path) -> str:
+    done = subprocess.run([sys.executable, __file__, "--worker", kind, config, str(clip)],
+                          check=True, capture_output=True, text=True, cwd=ROOT)
+    return done.stdout.strip().splitlines()[-1]
 
 
 if __name__ == "__main__":

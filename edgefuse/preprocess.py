@@ -18,6 +18,12 @@ the detections (issue 33): ``rounding: floor`` sizes the content ``int(w r) x in
 YOLOX's ``preproc`` (yolox/data/data_augment.py) does, and ``interpolation`` names the OpenCV
 kernel (PaddleDetection's ``Resize`` defaults to ``interp: 2``, ``cv2.INTER_CUBIC``).
 
+Every step can write into memory it is given (``fit_into``, ``to_tensor(..., out=)``): the
+resize lands straight in its place inside the padded frame (``cv2.resize`` with ``dst=`` a view),
+only the padding is filled, and the tensor is written into the session's own input buffer
+(``Session.input_buffers``), so a frame costs no full-frame copy beyond the writes it needs.
+The results are the same bytes as ``fit`` and ``to_tensor`` without ``out``.
+
 The record (contracts.md, "Preprocessing record") is ``Preprocess``; the model input is
 ``(pixel * scale - mean) / std`` per channel in the model's colour order, computed as one
 multiply-add per element. ``dtype: uint8`` means the model takes the raw frame (an AIPP build, a
@@ -247,6 +253,38 @@ def stretch(frame: np.ndarray, size: tuple[int, int],
                            "stretch")
 
 
+def fit_into(frame: np.ndarray, record: Preprocess, out: np.ndarray) -> Geometry:
+    """``fit`` written into ``out``, an (H, W, 3) uint8 array (a view is fine): the frame is
+    resized straight into its place, the padding filled around it; nothing else is allocated."""
+    h, w = frame.shape[:2]
+    height, width = out.shape[:2]
+    flag = INTERPOLATIONS[record.interpolation]
+    if record.resize == "stretch":
+        _resize_into(frame, out, flag)
+        return Geometry((h, w), (height, width), width / w, height / h, 0, 0, 0, False,
+                        "stretch")
+    r, (new_w, new_h), (left, top) = letterbox_sizes((h, w), (height, width), record.center,
+                                                     record.rounding)
+    _resize_into(frame, out[top:top + new_h, left:left + new_w], flag)
+    value = record.pad_value
+    out[:top] = value
+    out[top + new_h:] = value
+    out[top:top + new_h, :left] = value
+    out[top:top + new_h, left + new_w:] = value
+    return Geometry((h, w), (height, width), r, r, left, top, value, record.center,
+                    rounding=record.rounding)
+
+
+def _resize_into(frame: np.ndarray, dst: np.ndarray, interpolation: int) -> None:
+    if frame.shape[:2] == dst.shape[:2]:
+        np.copyto(dst, frame)
+        return
+    written = cv2().resize(frame, (dst.shape[1], dst.shape[0]), dst=dst,
+                           interpolation=interpolation)
+    if not np.may_share_memory(written, dst):  # OpenCV could not write that view in place
+        np.copyto(dst, written)
+
+
 def fit(frame: np.ndarray, record: Preprocess) -> tuple[np.ndarray, Geometry]:
     """The frame resized as ``record`` says (still BGR uint8 HWC)."""
     if record.resize == "stretch":
@@ -255,25 +293,35 @@ def fit(frame: np.ndarray, record: Preprocess) -> tuple[np.ndarray, Geometry]:
                      record.rounding)
 
 
-def to_tensor(image: np.ndarray, record: Preprocess) -> np.ndarray:
-    """A fitted BGR uint8 image -> the model input, batch of one, in one pass where it can."""
+def to_tensor(image: np.ndarray, record: Preprocess, out: np.ndarray | None = None) -> np.ndarray:
+    """A fitted BGR uint8 image -> the model input, batch of one, in one pass where it can;
+    written into ``out`` (the input's shape and dtype, e.g. a session's input buffer) if given."""
     order = [2, 1, 0] if record.color == "RGB" else [0, 1, 2]
     if record.dtype == "uint8":
         pixels = image[..., order] if record.color == "RGB" else image
         pixels = pixels.transpose(2, 0, 1) if record.layout == "NCHW" else pixels
-        return np.ascontiguousarray(pixels)[np.newaxis]
+        if out is None:
+            return np.ascontiguousarray(pixels)[np.newaxis]
+        np.copyto(out[0], pixels)
+        return out
     std = np.asarray(record.std, dtype=np.float32)
     gain = np.float32(record.scale) / std
     offset = -np.asarray(record.mean, dtype=np.float32) / std
     height, width = image.shape[:2]
+    shape = (1, 3, height, width) if record.layout == "NCHW" else (1, height, width, 3)
+    direct = out is not None and record.dtype == "float32"
+    result = out if direct else np.empty(shape, np.float32)
     if record.layout == "NCHW":
-        out = np.empty((1, 3, height, width), np.float32)
-        np.multiply(image.transpose(2, 0, 1)[order], gain[:, None, None], out=out[0])
+        np.multiply(image.transpose(2, 0, 1)[order], gain[:, None, None], out=result[0])
         if offset.any():
-            out[0] += offset[:, None, None]
+            result[0] += offset[:, None, None]
     else:
-        out = np.empty((1, height, width, 3), np.float32)
-        np.multiply(image[..., order], gain, out=out[0])
+        np.multiply(image[..., order], gain, out=result[0])
         if offset.any():
-            out[0] += offset
-    return out.astype(np.float16) if record.dtype == "float16" else out
+            result[0] += offset
+    if direct:
+        return result
+    if out is None:
+        return result.astype(np.float16) if record.dtype == "float16" else result
+    np.copyto(out, result, casting="same_kind")  # float16: rounded once, as astype does
+    return out

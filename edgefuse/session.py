@@ -10,13 +10,22 @@ names, dtypes and shapes against ``inputs`` and then calls the backend's ``_run`
 sessions with ``validate=False`` to take the check out of the hot path. ``FeedChecker`` is the
 check itself; the input loaders of ``edgefuse.reference.feeds`` use it too, so a file of inputs
 and a live feed dict are refused with the same words.
+
+``Session.input_buffers`` hands out a set of the session's own input buffers as writable arrays
+(``InputBuffers``), so that a frame is written once, by the preprocessing or by the board's DVPP,
+straight into the memory the model reads: ``run(buffers)`` then copies nothing. Where the backend
+has such memory (the acl backend on a SoC whose host and device share memory, ONNX Runtime's
+OrtValues over numpy) the arrays are it; elsewhere they are plain arrays and ``run`` makes the
+copies it must (a PCIe card's HOST_TO_DEVICE), no more than a plain feed dict costs. Each call
+allocates a new set, freed when the session closes: a pipeline keeps one set per frame in flight
+(``edgefuse.vision.model.feed_pool``), so frame N+1 is written while frame N runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +178,50 @@ def _batch_of_one(spec: TensorSpec) -> bool:
     return bool(spec.shape) and (spec.shape[0] == 1 or not isinstance(spec.shape[0], int))
 
 
+class InputBuffers(Mapping[str, np.ndarray]):
+    """A session's own input buffers as writable arrays, one per input, by name.
+
+    Write the inputs into the arrays (``np.copyto``, ``cv2.resize(..., dst=)``, an ``out=``), then
+    ``session.run(buffers)``: the session that made them reads them where they are. They are a
+    feed dict like any other (a session that did not make them copies them). One set serves one
+    frame at a time: write the next frame into another set while this one runs.
+
+    ``device_addresses`` is the device address of each array where the memory is the device's
+    (the acl backend on a shared-memory SoC): what DVPP's VPC may be given as its output picture
+    (``acldvppSetPicDescData`` / ``hi_vpc_pic_info.picture_address``), so the decoded, resized frame
+    is the model input without a CPU byte moved. ``None`` elsewhere.
+
+    The arrays live as long as the session: ``close`` frees their memory, and an array read or
+    written after that touches freed memory (on the board, device memory given back).
+    """
+
+    def __init__(self, owner: Session, arrays: Mapping[str, np.ndarray], *,
+                 device_addresses: Mapping[str, int] | None = None, handle: Any = None) -> None:
+        self.owner = owner
+        self._arrays = dict(arrays)
+        self.device_addresses: dict[str, int] | None = (
+            dict(device_addresses) if device_addresses is not None else None)
+        self.handle = handle  # the backend's own record of the set (acl: its dataset)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._arrays[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def owned_by(self, session: Session) -> bool:
+        """Whether ``session`` made these buffers (and so runs them without a copy)."""
+        return self.owner is session
+
+    def __repr__(self) -> str:
+        shared = "device-shared" if self.device_addresses is not None else "host"
+        return (f"<InputBuffers {shared} of {self.owner.backend}: "
+                f"{', '.join(f'{n}: {describe_array(a)}' for n, a in self._arrays.items())}>")
+
+
 class Session:
     """A model ready to run on one backend. Thread-safe: backends serialise ``run`` where needed.
 
@@ -194,15 +247,20 @@ class Session:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the model on ``feeds`` (input name -> array); returns output name -> array."""
-        if self._closed:
-            raise EdgefuseError(
-                f"this {self.backend} session is closed",
-                hint="open a new session with edgefuse.open_session()",
-                reference=Ref.SESSION_CLOSED,
-            )
+        self._check_open()
         if self.validate:
             self.feed_checker.check(feeds)
         return self._run(feeds)
+
+    def input_buffers(self, shapes: Mapping[str, Iterable[int]] | None = None) -> InputBuffers:
+        """A new set of this session's own input buffers, to write inputs into and run without a
+        copy (``InputBuffers``); freed when the session closes.
+
+        ``shapes`` (input name -> shape) is needed for inputs with dynamic dimensions (a gear
+        model: the shape of the gear to run) and must keep the dimensions the model fixes.
+        """
+        self._check_open()
+        return self._input_buffers(self._buffer_shapes(dict(shapes or {})))
 
     def close(self) -> None:
         """Release the backend's resources; calling it again does nothing."""
@@ -244,6 +302,48 @@ class Session:
 
     def _close(self) -> None:
         """Free what the backend holds; called once."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EdgefuseError(
+                f"this {self.backend} session is closed",
+                hint="open a new session with edgefuse.open_session()",
+                reference=Ref.SESSION_CLOSED,
+            )
+
+    def _input_buffers(self, shapes: dict[str, tuple[int, ...]]) -> InputBuffers:
+        """Plain arrays: a backend with memory of its own that it can read in place overrides
+        this."""
+        return InputBuffers(self, {spec.name: np.zeros(shapes[spec.name], spec.dtype)
+                                   for spec in self.inputs})
+
+    def _buffer_shapes(self, shapes: dict[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
+        unknown = sorted(set(shapes) - {spec.name for spec in self.inputs})
+        if unknown:
+            raise InputError(f"input_buffers: unknown input(s) {', '.join(unknown)}",
+                             context=self.feed_checker.expected(), reference=Ref.BAD_FEEDS)
+        resolved = {}
+        for spec in self.inputs:
+            given = shapes.get(spec.name)
+            if given is None:
+                if not all(isinstance(d, int) for d in spec.shape):
+                    raise InputError(
+                        f"input_buffers: input '{spec.name}' is {spec.signature()}, its size is "
+                        "only known per run",
+                        hint=f"give its shape: input_buffers(shapes={{'{spec.name}': (...)}}) "
+                             "(for a gear model, the gear's)",
+                        reference=Ref.BAD_FEEDS)
+                resolved[spec.name] = tuple(int(d) for d in spec.shape)
+                continue
+            shape = tuple(int(d) for d in given)
+            if len(shape) != len(spec.shape) or any(
+                    shape[axis] != size for axis, size in spec.fixed_dims()) or min(
+                    shape, default=1) < 1:
+                raise InputError(
+                    f"input_buffers: shape {list(shape)} does not fit input "
+                    f"{spec.describe()}", reference=Ref.BAD_FEEDS)
+            resolved[spec.name] = shape
+        return resolved
 
     def _expected(self) -> str:
         return self.feed_checker.expected()

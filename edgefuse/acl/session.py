@@ -21,6 +21,19 @@ mmdeploy's AscendWrapper; their known bugs in /work/shared/reference/ascend-tool
   a PCIe card (ACL_HOST) host memory is not device memory: buffers come from ``acl.rt.malloc``
   and the documented HOST_TO_DEVICE / DEVICE_TO_HOST copies stay, host arrays passed by address
   (``ndarray.ctypes.data``).
+- A frame is written once (``input_buffers``). In ACL_DEVICE mode a set of input buffers is handed
+  out as numpy arrays over the shared memory itself (a ctypes view of the address: pyACL's own
+  ``acl.util.ptr_to_numpy`` does the same without a copy, "已实现零拷贝", canncommercial/5046
+  aclpythondevg_01_0048, but is marked for removal in favour of ``acl.util.ptr_to_bytes``, which
+  copies: aclpythondevg_01_0054); the preprocessing writes the frame into them, ``run(buffers)``
+  executes on that set's own input dataset, and no byte of the frame moves again. Each set has
+  its own buffers and dataset, so one frame is written while another runs. The memory may come
+  from the caller (``memory=``): DVPP's VPC writes only into media memory
+  (``acl.himpi.dvpp_malloc``, 128-byte aligned; when "媒体数据处理的输出作为模型推理的输入" the
+  page sizes each picture ALIGN_UP(len, 32) + 32: CANNCommunityEdition/83RC1 appdevgapi
+  aclcppdevg_03_0391, Atlas200IDKA2DeveloperKit aadgc aclcppdevg_03_0725), so the board's DVPP
+  source allocates the model's input there and VPC's output picture is the model input. On a
+  card (ACL_HOST) the sets are plain host arrays and the HOST_TO_DEVICE copy stays.
 - Every return code is checked (``AclError`` names the call, the code and a hint); a null handle
   from a ``create_*`` call is an error too. The constructor releases whatever it acquired before
   failing, in reverse order; ``close`` does the same and reports the first failed release.
@@ -44,9 +57,9 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -67,7 +80,7 @@ from edgefuse.acl.return_codes import (
 from edgefuse.errors import BackendUnavailableError, InputError, ModelLoadError, Ref
 from edgefuse.manifest import BuildManifest
 from edgefuse.model_source import ModelSource
-from edgefuse.session import Availability, Session, TensorSpec
+from edgefuse.session import Availability, InputBuffers, Session, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +99,27 @@ class _Binding:
     size: int  # bytes of the device buffer (the largest gear's size for gear models)
     address: int  # device address of the buffer
     shared: np.ndarray | None  # the buffer's bytes, where host and device share memory
+
+
+@dataclasses.dataclass
+class _InputSet:
+    """An input dataset ``execute`` can run on, its buffers, and how much of each the last run
+    left stale (``_clear_spare``). The session's own set takes copied feeds; each
+    ``input_buffers`` call adds one whose arrays are the feeds."""
+
+    dataset: Any
+    data: tuple[_Binding, ...]  # the model's data inputs, without the gear input
+    stale: list[int]
+
+
+class DeviceMemory(Protocol):
+    """Where ``input_buffers(memory=...)`` takes a set's input memory from: device memory the CPU
+    can also reach (a shared-memory SoC), e.g. DVPP's ``acl.himpi.dvpp_malloc``/``dvpp_free``.
+    ``malloc`` returns the address or raises; ``free`` raises when the free fails."""
+
+    def malloc(self, size: int) -> int: ...
+
+    def free(self, address: int) -> None: ...
 
 
 def probe_acl(source: ModelSource | None = None) -> Availability:
@@ -233,14 +267,23 @@ class AclSession(Session):
         if self.gears is not None:
             inputs = self._with_geared_axes(self.gears, inputs)
 
-        self._input_dataset = self._dataset()
-        self._inputs = tuple(self._buffer(self._input_dataset, *info) for info in inputs)
+        self._input_infos = inputs
+        self._own_inputs = self._input_set(None)
+        self._data_inputs = self._own_inputs.data
         self._output_dataset = self._dataset()
         self._outputs = tuple(self._buffer(self._output_dataset, *info) for info in outputs)
-        self._data_inputs = tuple(b for b in self._inputs if b.name != DYNAMIC_INPUT_NAME)
+
+    def _input_set(self, memory: DeviceMemory | None) -> _InputSet:
+        """A dataset with a buffer per input (the gear input's included); ``memory`` allocates
+        the data inputs' buffers, the default memory of the run mode otherwise."""
+        dataset = self._dataset()
+        bindings = [self._buffer(dataset, *info,
+                                 memory=None if info[1] == DYNAMIC_INPUT_NAME else memory)
+                    for info in self._input_infos]
+        data = tuple(b for b in bindings if b.name != DYNAMIC_INPUT_NAME)
         # Bytes past what the last run wrote that may hold something else: fresh device memory
         # is not zeroed, and a smaller batch leaves a larger one's rows behind (``_clear_spare``).
-        self._stale = [b.size for b in self._data_inputs]
+        return _InputSet(dataset, data, [b.size for b in data])
 
     @staticmethod
     def _with_geared_axes(gears: OmGears, inputs: list[tuple]) -> list[tuple]:
@@ -313,10 +356,14 @@ class AclSession(Session):
         return dataset
 
     def _buffer(self, dataset: Any, index: int, name: str, dims: tuple[int, ...],
-                dtype: np.dtype, size: int) -> _Binding:
+                dtype: np.dtype, size: int, memory: DeviceMemory | None = None) -> _Binding:
         acl, res = self._acl, self._resources
         shared = None
-        if self.in_place:
+        if memory is not None:
+            address = int(memory.malloc(size))
+            res.push(f"free the memory of input '{name}'", lambda: memory.free(address))
+            shared = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
+        elif self.in_place:
             address, ret = acl.rt.malloc_host(size)
             check(ret, "acl.rt.malloc_host")
             res.push_call("acl.rt.free_host", acl.rt.free_host, address)
@@ -355,17 +402,58 @@ class AclSession(Session):
             raise AclError(api, _NULL_HANDLE, context=f"{api} returned a null handle")
         return handle
 
+    # --- input buffers -----------------------------------------------------------------------
+
+    def input_buffers(self, shapes: Mapping[str, Iterable[int]] | None = None, *,
+                      memory: DeviceMemory | None = None) -> InputBuffers:
+        """A new set of input buffers (``Session.input_buffers``). In ACL_DEVICE mode the arrays
+        are the device memory the model reads, allocated once with ``acl.rt.malloc_host`` or by
+        ``memory`` (DVPP's allocator, so that VPC writes the model input: ``device_addresses``);
+        ``run(buffers)`` copies nothing. On a host with a card they are host arrays (``memory``
+        is refused there: the CPU cannot write device memory) and each run copies them to the
+        device once."""
+        self._check_open()
+        if memory is not None and not self.in_place:
+            raise InputError(
+                "input_buffers(memory=...) needs device memory the CPU can write, which only a "
+                f"SoC whose host and device share memory has (run mode ACL_DEVICE); this is run "
+                f"mode {self.run_mode} (ACL_HOST, a PCIe card)",
+                hint="leave memory out: the buffers are then host arrays copied to the device "
+                     "once per run", reference=Ref.BAD_SESSION_OPTION)
+        shapes = self._buffer_shapes(dict(shapes or {}))
+        for spec, binding in zip(self.inputs, self._data_inputs, strict=True):
+            nbytes = math.prod(shapes[spec.name]) * spec.dtype.itemsize
+            if nbytes > binding.size:
+                raise InputError(f"input_buffers: {spec.name} {list(shapes[spec.name])} is "
+                                 f"{nbytes} bytes, the OM's buffer holds {binding.size}",
+                                 context=self._expected(), reference=Ref.BAD_FEEDS)
+        if not self.in_place:
+            return self._input_buffers(shapes)
+        with self._lock:
+            self._context.make_current(self._acl)
+            inputs = self._input_set(memory)
+        arrays, addresses = {}, {}
+        for spec, binding in zip(self.inputs, inputs.data, strict=True):
+            shape = shapes[spec.name]
+            nbytes = math.prod(shape) * spec.dtype.itemsize
+            shared = binding.shared  # in place, every buffer of the set is shared memory
+            arrays[spec.name] = shared[:nbytes].view(spec.dtype).reshape(shape)  # type: ignore[index]
+            addresses[spec.name] = binding.address
+        return InputBuffers(self, arrays, device_addresses=addresses, handle=inputs)
+
     # --- running -----------------------------------------------------------------------------
 
     def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         acl = self._acl
+        inputs = (feeds.handle if isinstance(feeds, InputBuffers) and feeds.owned_by(self)
+                  and isinstance(feeds.handle, _InputSet) else self._own_inputs)
         with self._lock:
             self._context.make_current(acl)
             # With validation off a wrong dtype would copy the wrong bytes; converting is free
             # when the dtype is already right.
             arrays = [np.ascontiguousarray(feeds[s.name], dtype=s.dtype) for s in self.inputs]
-            real_batch = self._set_gear(self.gears, arrays) if self.gears else None
-            for binding, array in zip(self._data_inputs, arrays, strict=True):
+            real_batch = self._set_gear(inputs, self.gears, arrays) if self.gears else None
+            for binding, array in zip(inputs.data, arrays, strict=True):
                 if array.nbytes > binding.size:
                     raise InputError(
                         f"input '{binding.name}' is {array.nbytes} bytes, the OM's buffer holds "
@@ -374,36 +462,37 @@ class AclSession(Session):
                         reference=Ref.BAD_FEEDS,
                     )
                 if binding.shared is not None:
-                    binding.shared[:array.nbytes] = array.reshape(-1).view(np.uint8)
+                    if array.ctypes.data != binding.address:  # not written in place already
+                        binding.shared[:array.nbytes] = array.reshape(-1).view(np.uint8)
                 else:
                     check(acl.rt.memcpy(binding.address, binding.size, array.ctypes.data,
                                         array.nbytes, ACL_MEMCPY_HOST_TO_DEVICE),
                           "acl.rt.memcpy")
-            self._clear_spare(arrays)
+            self._clear_spare(inputs, arrays)
             if self._async:
-                check(acl.mdl.execute_async(self._model_id, self._input_dataset,
+                check(acl.mdl.execute_async(self._model_id, inputs.dataset,
                                             self._output_dataset, self._stream),
                       "acl.mdl.execute_async")
                 check(acl.rt.synchronize_stream(self._stream), "acl.rt.synchronize_stream")
             else:
-                check(acl.mdl.execute(self._model_id, self._input_dataset, self._output_dataset),
+                check(acl.mdl.execute(self._model_id, inputs.dataset, self._output_dataset),
                       "acl.mdl.execute")
             return {spec.name: self._fetch(binding, real_batch)
                     for spec, binding in zip(self.outputs, self._outputs, strict=True)}
 
-    def _clear_spare(self, arrays: list[np.ndarray]) -> None:
+    def _clear_spare(self, inputs: _InputSet, arrays: list[np.ndarray]) -> None:
         """Zero what lies past each input's real rows, once: a batch that runs on a larger gear
         copies only its own rows, and the gear's spare rows would otherwise hold garbage or an
         earlier run's frames, so the same feed would not always give the same outputs. Each
         stale byte is cleared once (``acl.rt.memset``); a run that fills its buffer clears
         nothing."""
-        for position, (binding, array) in enumerate(zip(self._data_inputs, arrays, strict=True)):
-            stale = self._stale[position]
+        for position, (binding, array) in enumerate(zip(inputs.data, arrays, strict=True)):
+            stale = inputs.stale[position]
             if stale > array.nbytes:
                 check(self._acl.rt.memset(binding.address + array.nbytes,
                                           binding.size - array.nbytes, 0, stale - array.nbytes),
                       "acl.rt.memset")
-            self._stale[position] = array.nbytes
+            inputs.stale[position] = array.nbytes
 
     def _fetch(self, binding: _Binding, real_batch: int | None) -> np.ndarray:
         acl = self._acl
@@ -426,12 +515,13 @@ class AclSession(Session):
             return array[:real_batch]
         return array
 
-    def _set_gear(self, gears: OmGears, arrays: list[np.ndarray]) -> int | None:
+    def _set_gear(self, inputs: _InputSet, gears: OmGears,
+                  arrays: list[np.ndarray]) -> int | None:
         """Select the gear the feeds need; returns the real batch when it runs on a larger gear."""
         mdl = self._acl.mdl
-        where = (self._model_id, self._input_dataset, self._dynamic_index)
+        where = (self._model_id, inputs.dataset, self._dynamic_index)
         dynamic = [(array, [axis for axis, d in enumerate(b.dims) if d < 0])
-                   for array, b in zip(arrays, self._data_inputs, strict=True)]
+                   for array, b in zip(arrays, inputs.data, strict=True)]
         choice = select_gear(gears, dynamic, self._om.name)
         if gears.kind == "batch":
             check(mdl.set_dynamic_batch_size(*where, choice.value),

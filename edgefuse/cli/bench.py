@@ -1,14 +1,19 @@
 """Measure latency (p50/p90/p99) and throughput, side by side with raw ONNX Runtime and, given a
-PyTorch source, PyTorch eager.
+PyTorch source, PyTorch eager; or, with --source, the whole frame path on real frames.
 
 Runners are warmed up, then take turns in rounds in one process. A progress bar shows on a
-terminal.
+terminal. With --source, frames of a video file or stream go through decode (--decode dvpp|cpu|
+auto, as the apps decide it), preprocess, infer and postprocess one after another; each stage's
+time, the frame rate and the process CPU time per frame are reported (CPU time over wall time:
+how many cores the frame path keeps busy).
 
 Examples:
   edgefuse bench model.onnx --iterations 200 --json bench.json
   edgefuse bench build/ --backend acl --seconds 30
   edgefuse bench resnet50.onnx --backend cpu --torch resnet50
   edgefuse bench model.onnx --backend cpu --profile --soc Ascend310B4
+  edgefuse bench build/ --backend acl --source camera.mp4 --decode dvpp --iterations 300
+  edgefuse bench build/ --backend sim --source rtsp://10.0.0.5/stream --decode dvpp --seconds 30
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from edgefuse.cli.profile import profile_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.profile.run import DEFAULT_RUNS
 from edgefuse.profile.socs import soc_peaks
+from edgefuse.vision.frame_bench import bench_source
+from edgefuse.vision.streams.dvpp_source import DECODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,9 +61,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "median")
     parser.add_argument("--soc", metavar="SOC",
                         help="with --profile: add the board's floor on this SoC (a lower bound)")
+    parser.add_argument("--source", metavar="FILE|URL",
+                        help="time the whole frame path (decode, preprocess, infer, postprocess) "
+                             "on the frames of this video file or stream (--iterations: frames "
+                             "timed, default 100 or the whole file; --warmup: frames not timed)")
+    parser.add_argument("--decode", choices=DECODES, default=None,
+                        help="with --source: decode on DVPP (the board's media units; their "
+                             "emulation on sim), on the CPU, or auto (DVPP where it can be; the "
+                             "default)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.source is not None:
+        return _run_source(args)
+    if args.decode is not None:
+        raise InputError("--decode is for the frame path: give it with --source FILE|URL",
+                         reference=Ref.BAD_USAGE)
     if args.soc and not args.profile:
         raise InputError("--soc is for the profile's floor: give it with --profile",
                          reference=Ref.BAD_USAGE)
@@ -84,6 +104,31 @@ def run(args: argparse.Namespace) -> int:
         document["profile"] = _profile(args, report, peaks)
     if args.json:
         write_text(args.json, json.dumps(document, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _run_source(args: argparse.Namespace) -> int:
+    """``--source``: the frame path on real frames (edgefuse.vision.frame_bench)."""
+    tensor_only = [flag for flag, given in (("--inputs", args.inputs), ("--batch", args.batch),
+                                            ("--torch", args.torch), ("--profile", args.profile),
+                                            ("--soc", args.soc),
+                                            ("--no-onnxruntime", args.no_onnxruntime))
+                   if given]
+    if tensor_only:
+        raise InputError(f"{', '.join(tensor_only)} {'is' if len(tensor_only) == 1 else 'are'} "
+                         "for timing the model on tensors; --source times the frame path on the "
+                         "source's frames", hint="leave out one or the other",
+                         reference=Ref.BAD_USAGE)
+    check_outputs_spare_inputs({"--json report": args.json},
+                               {"model": args.model, "source": args.source})
+    report = bench_source(
+        args.model, args.source, backends_from(args), strict=args.strict,
+        decode=args.decode or "auto", frames=args.iterations, seconds=args.seconds,
+        warmup=args.warmup, session_options=session_options(args))
+    print(report.render())
+    if args.json:
+        write_text(args.json, json.dumps(report.to_json(), indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
 

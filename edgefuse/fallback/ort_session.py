@@ -12,9 +12,14 @@ word. Here:
   that would put nodes on the CPU; ``allow_cpu_nodes=True`` accepts that knowingly.
 
 GPU sessions use I/O binding: inputs are copied to the device once per run and outputs are
-allocated on the device by ONNX Runtime, then copied back once. Custom ``edgefuse`` ops travel in
-the model as model-local functions (their decompositions) and are inlined before ONNX Runtime
-sees the model, so the artifact that carries them for the board also runs here.
+allocated on the device by ONNX Runtime, then copied back once. On the CPU, ``input_buffers``
+hands out numpy arrays each wrapped once in an ``OrtValue`` (``OrtValue.ortvalue_from_numpy``
+on the CPU keeps the array's memory: its ``data_ptr()`` is the array's), and ``run`` on them goes
+through ``run_with_ort_values``: what the preprocessing wrote is what the kernels read.
+
+Custom ``edgefuse`` ops travel in the model as model-local functions (their decompositions) and
+are inlined before ONNX Runtime sees the model, so the artifact that carries them for the board
+also runs here.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from edgefuse.errors import (
     ModelLoadError,
     Ref,
 )
-from edgefuse.session import Availability, Session, TensorSpec
+from edgefuse.session import Availability, InputBuffers, Session, TensorSpec
 
 PROVIDERS: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -199,9 +204,21 @@ class OrtSession(Session):
             return super().end_profiling()
         return Path(self._session.end_profiling())
 
+    def _input_buffers(self, shapes: dict[str, tuple[int, ...]]) -> InputBuffers:
+        buffers = super()._input_buffers(shapes)
+        if self._bound:  # a GPU: ONNX Runtime copies host arrays to the device once per run
+            return buffers
+        ort = _ort()
+        values = {name: ort.OrtValue.ortvalue_from_numpy(buffers[name]) for name in buffers}
+        return InputBuffers(self, buffers, handle=values)
+
     def _run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._bound:
             return self._run_bound(feeds)
+        if isinstance(feeds, InputBuffers) and feeds.owned_by(self) and feeds.handle is not None:
+            results = self._session.run_with_ort_values(self._output_names, feeds.handle)
+            return dict(zip(self._output_names, (value.numpy() for value in results),
+                            strict=True))
         return dict(zip(self._output_names, self._session.run(self._output_names, feeds),
                         strict=True))
 

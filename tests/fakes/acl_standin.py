@@ -16,6 +16,8 @@ handles that are 0 on failure):
 - memcpy kinds: HOST_TO_DEVICE / DEVICE_TO_HOST when the run mode is ACL_HOST, DEVICE_TO_DEVICE
   when it is ACL_DEVICE (edgefuse's contract; stricter than a board, which may accept both);
   ``memcpy_counts`` counts the successful copies by kind (issue 30 §3: none per frame on a board);
+  ``executed_inputs`` records the input buffer addresses each ``execute`` read (which memory a
+  run really used: a session's input buffers or its own);
 - the run mode (``run_mode=``: ACL_HOST 1, the default, or ACL_DEVICE 0) decides what
   ``acl.rt.malloc_host`` returns: device memory in ACL_DEVICE mode (Ascend RC form: "申请Host内存也
   等同于申请Device内存", aclpythondevg_01_0116), usable by data buffers and ``execute``; plain host
@@ -164,6 +166,7 @@ class AclStandIn(types.ModuleType):
         self.leaks_at_finalize: dict[str, int] = {}
         self.malloc_count = 0
         self.memcpy_counts: dict[int, int] = {}  # acl.rt.memcpy kind -> successful copies
+        self.executed_inputs: list[tuple[int, ...]] = []  # input addresses per execute
         self.injected_failures = 0
         self._lock = threading.RLock()
         self._ids = itertools.count(0x1000)
@@ -706,6 +709,7 @@ class AclStandIn(types.ModuleType):
         if om.dynamic and in_ds.gear is None:
             return BATCH_INVALID
         feeds = {}
+        self.executed_inputs.append(tuple(self._data_buffers[h][0] for h in in_ds.buffers))
         for tensor, shape, handle in zip(om.inputs, self._input_shapes(om, in_ds.gear),
                                          in_ds.buffers, strict=False):
             address, _ = self._data_buffers[handle]

@@ -187,30 +187,42 @@ class AippSpec:
         width, height = self.source_size
         return (height * 3 // 2, width) if self.is_yuv else (height, width, 3)
 
-    def frame_from_bgr(self, image: np.ndarray) -> np.ndarray:
+    def frame_from_bgr(self, image: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """The uint8 frame this spec takes, made from an OpenCV BGR image of any size.
 
-        The image is resized to ``source_size``; RGB888/BGR888 frames get that channel order,
-        YUV420SP frames the Y plane and the interleaved chroma plane (UV for NV12, VU for NV21)
-        in the colour space of ``csc``, chroma averaged over each 2x2 block: the inverse of what
-        ``emulate`` undoes, so a camera frame and an image file reach the model alike.
+        The image is resized to ``source_size`` (unless it has that size); RGB888/BGR888 frames
+        get that channel order, YUV420SP frames the Y plane and the interleaved chroma plane (UV
+        for NV12, VU for NV21) in the colour space of ``csc``, chroma averaged over each 2x2
+        block: the inverse of what ``emulate`` undoes, so a camera frame and an image file reach
+        the model alike. With ``out`` (the frame's shape, e.g. a session's input buffer) the
+        frame is written there instead of into a new array.
         """
         cv2 = require("cv2", extra="vision", purpose="Making AIPP frames from images")
         width, height = self.source_size
-        image = cv2.resize(np.asarray(image, dtype=np.uint8), (width, height),
-                           interpolation=cv2.INTER_LINEAR)
+        image = np.asarray(image, dtype=np.uint8)
+        if image.shape[:2] != (height, width):
+            image = cv2.resize(image, (width, height), interpolation=cv2.INTER_LINEAR)
         source_order = _FORMATS[self.input_format][1]
         if not self.is_yuv:
-            return np.ascontiguousarray(image if source_order == "BGR" else image[..., ::-1])
+            pixels = image if source_order == "BGR" else image[..., ::-1]
+            if out is None:
+                return np.array(pixels, order="C")  # a frame of its own, never the input
+            np.copyto(out, pixels)
+            return out
         rgb = image[..., ::-1].astype(np.float64)
         forward, offset = _RGB_TO_YUV[self.csc]
         yuv = rgb @ np.asarray(forward).T + np.asarray(offset)
-        luma = np.clip(np.rint(yuv[..., 0]), 0, 255).astype(np.uint8)
         chroma = yuv[..., 1:].reshape(height // 2, 2, width // 2, 2, 2).mean(axis=(1, 3))
         if source_order == "NV21":
             chroma = chroma[..., ::-1]
-        chroma = np.clip(np.rint(chroma), 0, 255).astype(np.uint8).reshape(height // 2, width)
-        return np.concatenate([luma, chroma], axis=0)
+        if out is None:
+            out = np.empty((height * 3 // 2, width), np.uint8)
+        # Rounded and clipped in float, then cast straight into the frame's two planes.
+        for plane, values in ((out[:height], yuv[..., 0]),
+                              (out[height:], chroma.reshape(height // 2, width))):
+            rounded = np.rint(values)
+            np.copyto(plane, np.clip(rounded, 0, 255, out=rounded), casting="unsafe")
+        return out
 
     # ---- outputs ------------------------------------------------------------------------------
     def to_cfg(self, related_input_rank: int = 0, *, size_from_gears: bool = False) -> str:

@@ -17,12 +17,19 @@ never normalised twice (pitfall 4 of shared/reference/apps-and-pipelines.md §2.
 
 Inputs beside the image are fed only where an exporter defines them (``extra_inputs``:
 PaddleDetection's ``scale_factor`` and ``im_shape``, from the frame's geometry).
+
+A frame is written once into the memory the model reads: ``VisionModel`` takes a set of the
+session's own input buffers per frame (``feed_pool``) and ``prepare_frame(..., into=)`` resizes
+the frame straight into it (``fit_into``; a model-sized scratch only where the input is not the
+fitted uint8 frame itself: a float tensor, NCHW, YUV420SP), so on the board no byte of the
+model input is copied after the preprocessing wrote it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,18 +37,20 @@ import numpy as np
 import onnx
 
 from edgefuse import model_info
+from edgefuse._cv import cv2
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.convert.onnx_load import load_onnx
 from edgefuse.errors import InputError, Ref
 from edgefuse.manifest import AippRecord, BuildManifest
 from edgefuse.model_info import TASK_OF_LAYOUT, AppInfo
 from edgefuse.model_source import ModelSource, resolve_source
-from edgefuse.preprocess import Geometry, Preprocess, fit, to_tensor
+from edgefuse.preprocess import Geometry, Preprocess, fit, fit_into, to_tensor
 from edgefuse.runtime import DEFAULT_BACKENDS, open_session
-from edgefuse.session import Session
+from edgefuse.session import InputBuffers, Session
 from edgefuse.vision.model import layouts, records
 from edgefuse.vision.model.extra_inputs import extra_feeds, split_inputs
 from edgefuse.vision.model.families import DEFAULT_GUESS, FamilyCall, by_inputs, by_outputs
+from edgefuse.vision.model.feed_pool import FeedPool
 from edgefuse.vision.model.paddle_record import infer_cfg_beside, read_infer_cfg
 
 log = logging.getLogger(__name__)
@@ -131,12 +140,21 @@ def plan_for_source(session: Session, source: ModelSource) -> InputPlan:
     return plan if family is None else plan_input(session, info, source.manifest, family=family)
 
 
-def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
+def prepare_frame(plan: InputPlan, image: np.ndarray,
+                  into: Mapping[str, np.ndarray] | None = None
+                  ) -> tuple[Mapping[str, np.ndarray], Geometry]:
     """One BGR frame -> the feeds of the plan's inputs, and the geometry back to the frame.
 
     A function of the plan alone, so that whatever feeds a session frames (an app, ``edgefuse run
-    --frames``, a test) prepares them exactly as the apps do.
+    --frames``, a test) prepares them exactly as the apps do. ``into`` (a session's
+    ``input_buffers``, or any arrays of the inputs' shapes) receives the feeds in place and is
+    returned as the feeds: the same bytes, without the copies.
     """
+    if into is not None:
+        geometry = _write_image(plan, image, into[plan.name])
+        for name, value in extra_feeds(plan.extras, geometry).items():
+            np.copyto(into[name], value, casting="same_kind")
+        return into, geometry
     fitted, geometry = fit(image, plan.preprocess)
     tensor = to_tensor(fitted, plan.preprocess)
     if plan.canvas is not None:
@@ -149,11 +167,62 @@ def prepare_frame(plan: InputPlan, image: np.ndarray) -> tuple[dict[str, np.ndar
     return {plan.name: tensor, **extra_feeds(plan.extras, geometry)}, geometry
 
 
-def feeds_from_device_input(plan: InputPlan, model_input: np.ndarray,
-                            geometry: Geometry) -> dict[str, np.ndarray]:
+_SCRATCH = threading.local()  # per preprocessing thread: the fitted frame before its conversion
+
+
+def _scratch(shape: tuple[int, ...]) -> np.ndarray:
+    """A uint8 array of ``shape`` this thread reuses frame after frame."""
+    kept = getattr(_SCRATCH, "arrays", None)
+    if kept is None:
+        kept = _SCRATCH.arrays = {}
+    array = kept.get(shape)
+    if array is None:
+        array = kept[shape] = np.empty(shape, np.uint8)
+    return array
+
+
+def _write_image(plan: InputPlan, image: np.ndarray, out: np.ndarray) -> Geometry:
+    """``prepare_frame``'s image input written into ``out`` (batch of one)."""
+    record = plan.preprocess
+    height, width = record.size
+    if not plan.aipp:  # a tensor: fit into a reused scratch, convert into ``out``
+        fitted = _scratch((height, width, 3))
+        geometry = fit_into(image, record, fitted)
+        to_tensor(fitted, record, out=out)
+        return geometry
+    # An AIPP frame (uint8 NHWC): the frame is fitted where it goes, on the AIPP source canvas.
+    if plan.canvas is not None:
+        canvas_h, canvas_w, x, y = plan.canvas
+    else:
+        canvas_h, canvas_w, x, y = height, width, 0, 0
+    frame = _scratch((canvas_h, canvas_w, 3)) if plan.yuv is not None else out[0]
+    place = frame[y:y + height, x:x + width]
+    geometry = fit_into(image, record, place)
+    if record.color == "RGB":  # the padding is grey: swapping the channels changes it not
+        swapped = cv2().cvtColor(place, cv2().COLOR_BGR2RGB, dst=place)
+        if not np.may_share_memory(swapped, place):
+            np.copyto(place, swapped)
+    if plan.canvas is not None:
+        pad = record.pad_value
+        frame[:y], frame[y + height:] = pad, pad
+        frame[y:y + height, :x], frame[y:y + height, x + width:] = pad, pad
+    if plan.yuv is not None:
+        plan.yuv.frame_from_bgr(frame, out=out[0])
+    return geometry
+
+
+def feeds_from_device_input(plan: InputPlan, model_input: np.ndarray | InputBuffers,
+                            geometry: Geometry) -> Mapping[str, np.ndarray]:
     """The feeds for a model input DVPP (or its ``sim`` emulation) already letterboxed into the
-    build's YUV420SP bytes [1.5H, W]; refused for a build that does not read those bytes."""
+    build's YUV420SP bytes [1.5H, W]; refused for a build that does not read those bytes.
+
+    ``model_input`` may be a set of the session's own input buffers that VPC wrote (its image
+    input [1, 1.5H, W]; on the board ``input_buffers(memory=<DVPP's allocator>)``): those buffers
+    are then the feeds, the extra inputs written into them, and the run copies nothing."""
     height, width = plan.preprocess.size
+    buffers = model_input if isinstance(model_input, InputBuffers) else None
+    if buffers is not None:
+        model_input = buffers[plan.name][0]
     if plan.yuv is None or plan.canvas is not None or model_input.shape != (height * 3 // 2,
                                                                               width):
         raise InputError(
@@ -163,7 +232,35 @@ def feeds_from_device_input(plan: InputPlan, model_input: np.ndarray,
             + (" with an AIPP crop" if plan.canvas is not None else ""),
             hint="compile the model with `--aipp` input_format: YUV420SP and no crop, or use "
                  "decode: cpu", reference=Ref.BAD_PREPROCESS)
+    if buffers is not None:
+        for name, value in extra_feeds(plan.extras, geometry).items():
+            np.copyto(buffers[name], value, casting="same_kind")
+        return buffers
     return {plan.name: model_input[np.newaxis], **extra_feeds(plan.extras, geometry)}
+
+
+def _buffer_shapes(session: Session, plan: InputPlan) -> dict[str, tuple[int, ...]]:
+    """The shapes of a batch-of-one frame's feeds, for inputs the session leaves dynamic: the
+    image's from the plan, the others' with their dynamic batch as 1 (a dynamic input of any
+    other kind is left out: the pool then has no buffers and frames are copied)."""
+    height, width = plan.preprocess.size
+    record = plan.preprocess
+    if plan.yuv is not None:
+        image = (1, height * 3 // 2, width) if plan.canvas is None else (
+            1, plan.canvas[0] * 3 // 2, plan.canvas[1])
+    elif plan.canvas is not None:
+        image = (1, plan.canvas[0], plan.canvas[1], 3)
+    else:
+        image = (1, 3, height, width) if record.layout == "NCHW" else (1, height, width, 3)
+    shapes = {}
+    for spec in session.inputs:
+        if all(isinstance(d, int) for d in spec.shape):
+            continue
+        if spec.name == plan.name:
+            shapes[spec.name] = image
+        elif spec.shape and all(isinstance(d, int) for d in spec.shape[1:]):
+            shapes[spec.name] = (1, *spec.shape[1:])
+    return shapes
 
 
 def _default_preprocess(spec: Any, overrides: Mapping[str, Any]) -> Preprocess:
@@ -255,6 +352,7 @@ class VisionModel:
         self.session = session
         self.info = info or AppInfo()
         self.label = label
+        self.feed_pool: FeedPool | None = None
         if self.info.task is not None and self.info.task != self.task:
             raise self._wrong_kind(f"its app info says task '{self.info.task}'", self.info.task)
         self.plan = plan_input(session, self.info, manifest, preprocess)
@@ -266,6 +364,7 @@ class VisionModel:
         family = self._family() if self.plan.guess else None
         if family is not None:
             self.plan = plan_input(session, self.info, manifest, preprocess, family)
+        self.feed_pool = FeedPool(session, _buffer_shapes(session, self.plan))
 
     @classmethod
     def open(cls, model: Any, *, backends: str | Iterable[str] = DEFAULT_BACKENDS,
@@ -288,12 +387,17 @@ class VisionModel:
 
     # ---- stages -------------------------------------------------------------------------------
 
-    def preprocess(self, image: np.ndarray) -> tuple[dict[str, np.ndarray], Geometry]:
-        return prepare_frame(self.plan, image)
+    def preprocess(self, image: np.ndarray) -> tuple[Mapping[str, np.ndarray], Geometry]:
+        """The frame written into a free set of the session's input buffers
+        (``self.feed_pool``), or into arrays of its own while every set is in use (or before the
+        pool exists: the warm-up run in the constructor)."""
+        pool = self.feed_pool
+        return prepare_frame(self.plan, image, pool.take() if pool is not None else None)
 
-    def preprocess_device(self, model_input: np.ndarray,
-                          geometry: Geometry) -> tuple[dict[str, np.ndarray], Geometry]:
-        """The feeds of a model input DVPP already made (``decode: dvpp``)."""
+    def preprocess_device(self, model_input: np.ndarray | InputBuffers,
+                          geometry: Geometry) -> tuple[Mapping[str, np.ndarray], Geometry]:
+        """The feeds of a model input DVPP already made (``decode: dvpp``): its bytes, or the
+        session's input buffers VPC wrote them into (``feeds_from_device_input``)."""
         return feeds_from_device_input(self.plan, model_input, geometry), geometry
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

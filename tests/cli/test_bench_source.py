@@ -1,0 +1,116 @@
+"""``edgefuse bench --source``: the whole frame path on real frames (issue 30 §5), and the clear
+refusals of a source that cannot be read (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+
+import onnx
+import pytest
+
+from edgefuse.acl.compile.aipp import AippSpec
+from edgefuse.acl.compile.compile import compile_model
+from edgefuse.cli import main as cli_main
+from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
+from tests.acl.models import hide_atc
+from tests.fallback.test_dvpp_emulation import h264_clip
+from tests.needs import optional
+from tests.vision.models import brightness_box_model
+
+pytestmark = pytest.mark.ort
+
+optional("cv2")
+CLIP_FRAMES = 150  # the demo clip's, counted by PyAV below
+
+
+@pytest.fixture(scope="module")
+def detector(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "box.onnx"
+    onnx.save(brightness_box_model(), path)
+    return path
+
+
+def _bench(capsys, *args):
+    code = cli_main.main(["bench", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_demo_clip_through_the_whole_frame_path(detector, tmp_path, capsys):
+    av = optional("av")
+    with av.open(str(SAMPLE_CLIP)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == CLIP_FRAMES
+    report = tmp_path / "frames.json"
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", SAMPLE_CLIP,
+                            "--iterations", 20, "--warmup", 3, "--json", report)
+    assert code == 0, err
+    assert "decode cpu, 20 frames timed, input written in place" in out
+    assert "fps (stages in series)" in out and "cores busy" in out
+    data = json.loads(report.read_text())
+    assert data["frames"] == 20 and data["decode"] == "cpu" and data["task"] == "detect"
+    assert data["frame_size"] == [320, 240] and data["in_place"] is True
+    assert set(data["stages"]) == {"decode", "preprocess", "infer", "postprocess"}
+    assert data["cpu_ms_per_frame"] > 0 and data["wall_ms_per_frame"] > 0
+    assert data["fps"] == pytest.approx(1000 / data["wall_ms_per_frame"])
+    # More frames asked than the file has: every frame after the warm-up, no more.
+    code, _, err = _bench(capsys, detector, "--backend", "cpu", "--source", SAMPLE_CLIP,
+                          "--iterations", 1000, "--warmup", 10, "--json", report)
+    assert code == 0, err
+    assert json.loads(report.read_text())["frames"] == CLIP_FRAMES - 10
+
+
+def test_decode_dvpp_on_sim_times_the_emulated_media_units(detector, tmp_path, monkeypatch,
+                                                           capsys):
+    hide_atc(monkeypatch)
+    build = tmp_path / "yuv"
+    compile_model(detector, "Ascend310B4", build,
+                  aipp=AippSpec(input_format="YUV420SP", source_size=(32, 32),
+                                scale=(1 / 255,) * 3, csc="bt601_narrow"))
+    clip = h264_clip(SAMPLE_CLIP, tmp_path / "clip.mp4", frames=12)
+    report = tmp_path / "frames.json"
+    code, out, err = _bench(capsys, build, "--backend", "sim", "--source", clip, "--decode",
+                            "dvpp", "--iterations", 8, "--warmup", 2, "--json", report)
+    assert code == 0, err
+    data = json.loads(report.read_text())
+    assert (data["backend"], data["decode"], data["frames"]) == ("sim", "dvpp", 8)
+    assert data["in_place"] is False  # the emulated VPC made the input, not the preprocessing
+    # auto is DVPP only on the board (acl with its media API): here the CPU decodes.
+    code, _, err = _bench(capsys, build, "--backend", "sim", "--source", clip, "--iterations",
+                          4, "--warmup", 0, "--json", report)
+    assert code == 0, err
+    assert json.loads(report.read_text())["decode"] == "cpu"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_source_that_cannot_be_read_is_refused_clearly(detector, tmp_path, capsys):
+    empty_folder = tmp_path / "no_images"
+    empty_folder.mkdir()
+    truncated = tmp_path / "cut.mp4"
+    truncated.write_bytes(SAMPLE_CLIP.read_bytes()[:2000])
+    cases = [
+        (["--source", tmp_path / "missing.mp4"], r"error\[bad-source\]: the source .* does not "
+                                                 r"exist"),
+        (["--source", f"http://127.0.0.1:{_closed_port()}/stream.mjpg"],
+         r"error\[bad-source\]: cannot open the stream"),
+        (["--source", empty_folder], r"error\[bad-source\]: .* holds no images"),
+        (["--source", truncated], r"error\[bad-source\]: cannot open the video"),
+        (["--source", SAMPLE_CLIP, "--warmup", 500],
+         r"error\[bad-source\]: .* gave only 150 frame\(s\), all spent on the 500 warm-up"),
+        (["--source", SAMPLE_CLIP, "--decode", "dvpp"],
+         r"error\[bad-config\]: decode: dvpp needs the board's media units"),
+        (["--decode", "dvpp"], r"error\[bad-usage\]: --decode is for the frame path"),
+        (["--source", SAMPLE_CLIP, "--batch", 2],
+         r"error\[bad-usage\]: --batch is for timing the model on tensors"),
+    ]
+    for args, message in cases:
+        code, out, err = _bench(capsys, detector, "--backend", "cpu", *args)
+        assert code == 2, (args, err)
+        assert "Traceback" not in err and out == ""
+        assert re.search(message, err), (args, err)
