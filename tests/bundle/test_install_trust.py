@@ -529,6 +529,53 @@ def test_a_root_service_user_is_refused_by_the_spec(tmp_path):
         load_spec(spec)
 
 
+def _installer_functions(script: Path, *names: str) -> str:
+    """install.sh's service settings, note() and the named functions, cut out of the rendered
+    script, to run alone with shims: what they do on a board would change this machine."""
+    text = script.read_text()
+    settings = [line for line in text.splitlines()
+                if re.match(r"(SERVICE|SERVICE_USER|SERVICE_GROUP)=", line)]
+    cut = [text[text.index(f"{name}() {{"):text.index("\n}\n", text.index(f"{name}() {{")) + 3]
+           for name in names]
+    return "\n".join([*settings, 'note() { echo "install.sh: $*" >&2; }', *cut])
+
+
+def _recorded(tmp_path: Path, program: str, **results: str) -> list[str]:
+    """``program`` run with a recording shim for each command of ``results`` (name: the shim's
+    last line, e.g. ``exit 1``); returns the calls in order."""
+    log = tmp_path / "calls.log"
+    log.unlink(missing_ok=True)
+    env = {}
+    for name, result in results.items():
+        env = shim(tmp_path / "bin", name, f'printf "%s\\n" "{name} $*" >> {log}\n{result}\n')
+    subprocess.run(["bash", "-c", program], env={**os.environ, **env}, check=True)
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_service_user_is_made_on_the_board_and_never_in_a_root(small_build, tmp_path):
+    """ensure_user as an install or --finish without --root runs it on a board with no
+    HwHiAiUser: the system group, then the system user with no home and no shell; nothing
+    where the user exists, and nothing at all with --root (the image's own users are the
+    card maker's). Run with shims: for real it would add the user to this machine."""
+    program = _installer_functions(small_build.install_sh, "ensure_user")
+    commands = {"id": "exit 1", "getent": "exit 2", "groupadd": "exit 0", "useradd": "exit 0"}
+    assert _recorded(tmp_path, program + "\nROOT=\nensure_user\n", **commands) == [
+        "id -u HwHiAiUser", "getent group HwHiAiUser", "groupadd --system HwHiAiUser",
+        "useradd --system --gid HwHiAiUser --home-dir /nonexistent --shell /usr/sbin/nologin "
+        "HwHiAiUser"]
+    assert _recorded(tmp_path, program + "\nROOT=\nensure_user\n",
+                     **{**commands, "id": "echo 999"}) == ["id -u HwHiAiUser"]
+    assert _recorded(tmp_path, program + f"\nROOT={tmp_path}\nensure_user\n", **commands) == []
+
+
+def test_the_service_is_started_through_systemd_only_on_a_live_board(small_build, tmp_path):
+    program = _installer_functions(small_build.install_sh, "start_service")
+    assert _recorded(tmp_path, program + "\nLIVE=1\nstart_service\n", systemctl="exit 0") == [
+        "systemctl daemon-reload", "systemctl enable edgefuse-small.service",
+        "systemctl restart --no-block edgefuse-small.service"]
+    assert _recorded(tmp_path, program + "\nLIVE=0\nstart_service\n", systemctl="exit 0") == []
+
+
 # ---- the CLI: keys new, build --sign, bundle verify --key ----------------------------------------
 
 
