@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from edgefuse.bundle.archive import write_bundle_manifest
 from edgefuse.bundle.builder import BuildOutcome, build
 from tests.bundle.models import write_spec
 
@@ -53,6 +54,18 @@ def root(tmp_path) -> Path:
     (folder / "etc" / "systemd" / "system").mkdir(parents=True)
     return folder
 
+
+
+@pytest.fixture
+def hand_bundle(tmp_path) -> Path:
+    """A bundle made by hand (``hand-1.0.0``: one app file, no model) with a real MANIFEST.json
+    and its self-digest, for the ``bundle verify`` tests that put in one defect at a time."""
+    folder = tmp_path / "hand-1.0.0"
+    (folder / "app").mkdir(parents=True)
+    (folder / "app" / "config.yaml").write_text("conf: 0.3\n")
+    write_bundle_manifest(folder, {"bundle": {"name": "hand", "version": "1.0.0",
+                                              "id": folder.name}, "models": {}})
+    return folder
 
 # ---- the host stays as it was -------------------------------------------------------------------
 
