@@ -16,6 +16,7 @@ import pytest
 
 from edgefuse.bundle.archive import write_bundle_manifest
 from edgefuse.bundle.builder import BuildOutcome, build
+from edgefuse.bundle.signing import new_key_pair
 from tests.bundle.models import write_spec
 
 
@@ -54,6 +55,13 @@ def root(tmp_path) -> Path:
     (folder / "etc" / "systemd" / "system").mkdir(parents=True)
     return folder
 
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """(private, public) PEM key pairs: the publisher's (``release``) and an attacker's."""
+    folder = tmp_path_factory.mktemp("keys")
+    return {name: new_key_pair(folder, name) for name in ("release", "attacker")}
 
 
 @pytest.fixture

@@ -9,22 +9,15 @@ Now the report carries a signature line, and a signed bundle without a key is re
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from edgefuse.bundle.bundle_check import verify_bundle
-from edgefuse.bundle.signing import new_key_pair, sign_bundle
+from edgefuse.bundle.signing import sign_bundle
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def keys(tmp_path) -> dict[str, tuple[Path, Path]]:
-    (tmp_path / "keys").mkdir()
-    return {name: new_key_pair(tmp_path / "keys", name) for name in ("release", "attacker")}
 
 
 def test_an_attacker_signed_bundle_without_a_key_is_refused_not_reported_ok(hand_bundle, keys,

@@ -29,12 +29,6 @@ VERIFY = TEMPLATES / VERIFIER
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    folder = tmp_path_factory.mktemp("keys")
-    return {name: new_key_pair(folder, name) for name in ("release", "attacker")}
-
-
-@pytest.fixture(scope="module")
 def releases(small_build, keys, tmp_path_factory):
     """1.0.0 signed by the release key; 6.6.6 signed by the attacker's."""
     root = tmp_path_factory.mktemp("first")

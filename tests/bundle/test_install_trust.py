@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from edgefuse.bundle.bundle_check import verify_bundle, verify_tree
-from edgefuse.bundle.signing import key_fingerprint, new_key_pair
+from edgefuse.bundle.signing import key_fingerprint
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.cli.main import main
@@ -30,24 +30,20 @@ from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
 from tests.bundle.trust import (
     PREFIX,
+    TOP,
     build_version,
     current_release,
     host_python3,
+    prefix_builds,
     rewrite_manifest,
     run_install,
     shim,
     state,
+    with_member,
 )
 
 pytestmark = pytest.mark.ort
 
-TOP = "small-1.0.0"
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    folder = tmp_path_factory.mktemp("keys")
-    return {name: new_key_pair(folder, name) for name in ("release", "attacker")}
 
 
 @pytest.fixture(scope="module")
@@ -73,20 +69,10 @@ def _tar(folder: Path, top: str, path: Path) -> Path:
 # ---- 1. code outside the digests ----------------------------------------------------------------
 
 
-def _plant_venv(small_build, path: Path) -> Path:
-    """The real archive plus TOP/.venv/bin/edgefuse, a script the unit would run."""
-    with tarfile.open(small_build.archive) as source, tarfile.open(path, "w:gz") as out:
-        for member in source.getmembers():
-            out.addfile(member, source.extractfile(member) if member.isfile() else None)
-        data = b"#!/bin/sh\necho planted\n"
-        info = tarfile.TarInfo(f"{TOP}/.venv/bin/edgefuse")
-        info.size, info.mode = len(data), 0o755
-        out.addfile(info, io.BytesIO(data))
-    return path
-
-
 def test_a_planted_venv_in_the_archive_is_refused(small_build, tmp_path, root):
-    archive = _plant_venv(small_build, tmp_path / "planted.tar.gz")
+    """The real archive plus TOP/.venv/bin/edgefuse, a script the unit would run."""
+    archive = with_member(small_build.archive, tmp_path / "planted.tar.gz",
+                          f"{TOP}/.venv/bin/edgefuse", b"#!/bin/sh\necho planted\n")
     before = state(root)
     done = run_install(small_build.install_sh, root, str(archive))
     assert done.returncode == 2 and ".venv/bin/edgefuse" in done.stderr, done.stderr
@@ -148,8 +134,7 @@ def test_a_venv_link_whose_listing_matches_the_record_is_refused_on_rollback(sma
 
 @pytest.mark.slow
 def test_the_python_environment_runs_from_where_it_was_built(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     env = host_python3(tmp_path)
     done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
     assert done.returncode == 0, done.stderr
@@ -165,9 +150,7 @@ def test_the_python_environment_runs_from_where_it_was_built(small_build, tmp_pa
 
 
 def test_a_failing_environment_build_leaves_current_on_the_old_release(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
-    v2 = build_version(small_build, tmp_path / "v2", "2.0.0", prefix=str(prefix))
+    prefix, (v1, v2) = prefix_builds(small_build, tmp_path, "1.0.0", "2.0.0")
     assert run_install(v1.output_dir / "install.sh", None, str(v1.archive)).returncode == 0
     first = os.readlink(prefix / "current")
     env = shim(tmp_path / "bin", "python3", "echo 'no python here' >&2; exit 1\n")
