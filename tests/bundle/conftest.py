@@ -56,7 +56,6 @@ def root(tmp_path) -> Path:
     return folder
 
 
-
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """(private, public) PEM key pairs: the publisher's (``release``) and an attacker's."""
@@ -74,6 +73,7 @@ def hand_bundle(tmp_path) -> Path:
     write_bundle_manifest(folder, {"bundle": {"name": "hand", "version": "1.0.0",
                                               "id": folder.name}, "models": {}})
     return folder
+
 
 # ---- the host stays as it was -------------------------------------------------------------------
 
