@@ -9,8 +9,10 @@ first, in a Debian 12 arm64 root (or the board image's own, ``--rootfs``) under 
 1. the spec built three times, signed by the publisher: as it is, a newer version, and a newer
    one broken on purpose (``rehearsal_releases``);
 2. the root's python3 checked against the bundle's target Python, before anything is installed;
-3. the publisher's public key trusted as boards trust it (``/etc/edgefuse/keys/``), then the
-   first install with the bundle's own install.sh, inside the root;
+3. the publisher's public key and ``edgefuse-verify-installer`` put into the root as the card
+   maker's hook puts them on a card (the key under its fingerprint in ``/etc/edgefuse/keys/``),
+   then the first install as a board makes it: the bundle's install.sh run through that
+   verifier, which checks install.sh.sig against the key first;
 4. the service started from the installed unit as systemd would (``rehearsal_service``): frames
    of a generated clip must reach the JSON Lines on the CPU fallback;
 5. the upgrade with the installer already on the board, its health check being the new release's
@@ -46,6 +48,8 @@ from edgefuse.bundle.rehearsal_root import (
     run_in_root,
 )
 from edgefuse.bundle.rehearsal_service import health_command, put_clip, run_service
+from edgefuse.bundle.service import VERIFIER, VERIFIER_PATH
+from edgefuse.bundle.signing import INSTALLER_SIGNATURE_SUFFIX, key_fingerprint
 from edgefuse.bundle.spec import BuildSpec, load_spec
 from edgefuse.errors import EdgefuseError, InputError, Ref
 
@@ -218,11 +222,14 @@ class _Rehearsal:
         self.releases = releases
         first, second, broken = releases
         self.stage(public_key)
+        # a board's first install: the installer beside the archive, run only through the
+        # verifier the card maker's hook put there (stage)
         self.install(f"install {first.version}", first, self.names[first.version],
-                     installer=f"{STAGE}/install.sh", health=None, figure="install_s")
+                     installer=(VERIFIER_PATH, f"{STAGE}/install.sh"), health=None,
+                     figure="install_s")
         self.service(f"service {first.version}", first)
         self.install(f"upgrade {second.version}", second, self.names[second.version],
-                     installer=f"{self.prefix}/current/install.sh", health=second,
+                     installer=(f"{self.prefix}/current/install.sh",), health=second,
                      figure="upgrade_s")
         self.service(f"service {second.version}", second)
         self.broken(broken, second)
@@ -251,20 +258,30 @@ class _Rehearsal:
                              "target", time.monotonic() - start))
 
     def stage(self, public_key: Path) -> None:
-        """The releases, the first installer and the clip in the root; the key trusted."""
+        """The releases, the first installer with its signature and the clip in the root; the
+        key and the verifier where the card maker's hook (minirc_install_hook.sh) puts them."""
         start = time.monotonic()
         stage = self.root / STAGE.lstrip("/")
         stage.mkdir(parents=True, exist_ok=True, mode=0o755)
         for release in self.releases:
             self.names[release.version] = copy_release(release, stage)
-        shutil.copyfile(self.releases[0].installer, stage / "install.sh")
+        installer = self.releases[0].installer
+        signature = installer.with_name(installer.name + INSTALLER_SIGNATURE_SUFFIX)
+        shutil.copyfile(installer, stage / "install.sh")
+        shutil.copyfile(signature, stage / f"install.sh{INSTALLER_SIGNATURE_SUFFIX}")
         put_clip(self.root)
         keys = self.root / "etc" / "edgefuse" / "keys"
         keys.mkdir(parents=True, exist_ok=True, mode=0o755)
-        shutil.copyfile(public_key, keys / public_key.name)
-        (keys / public_key.name).chmod(0o644)
-        self.runner.add(Step("trust", True, f"/etc/edgefuse/keys/{public_key.name} (the "
-                             "publisher's key)", time.monotonic() - start))
+        trusted = f"{key_fingerprint(public_key)}.pem"
+        shutil.copyfile(public_key, keys / trusted)
+        (keys / trusted).chmod(0o644)
+        verifier = self.root / VERIFIER_PATH.lstrip("/")
+        verifier.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        shutil.copyfile(self.releases[0].bundle / VERIFIER, verifier)
+        verifier.chmod(0o755)
+        self.runner.add(Step("trust", True, f"/etc/edgefuse/keys/{trusted} (the publisher's "
+                             f"key) and {VERIFIER_PATH}, as the card maker's hook puts them",
+                             time.monotonic() - start))
 
     def current(self) -> str:
         link = self.root / self.prefix.lstrip("/") / "current"
@@ -290,9 +307,11 @@ class _Rehearsal:
         log_file.write_text(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}", encoding="utf-8")
         return done, seconds
 
-    def install(self, name: str, release: Release, staged: str, *, installer: str,
+    def install(self, name: str, release: Release, staged: str, *, installer: tuple[str, ...],
                 health: Release | None, figure: str) -> None:
-        done, seconds = self._install_sh(name, [installer, f"{STAGE}/{staged}"], health)
+        """``bash INSTALLER... ARCHIVE`` in the root: install.sh, or the verifier and the
+        install.sh it is to check and run."""
+        done, seconds = self._install_sh(name, [*installer, f"{STAGE}/{staged}"], health)
         current = self.current()
         passed = done.returncode == 0 and f"-{release.version}-" in current
         result = (f"current -> {current}" if passed else

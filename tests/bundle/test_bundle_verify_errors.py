@@ -1,6 +1,6 @@
 """`bundle verify` on a bundle it cannot read: a clear error (exit 2), never a traceback.
 
-The bundles here are made by hand with ``write_bundle_manifest`` (a real MANIFEST.json with its
+The bundle here is made by hand (conftest's ``hand_bundle``: a real MANIFEST.json with its
 self-digest) so that one defect at a time can be put in. Permission cases run the CLI in a child
 process without the capabilities that let root ignore file modes.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from edgefuse.bundle.archive import MANIFEST, write_bundle_manifest
+from edgefuse.bundle.archive import MANIFEST
 from edgefuse.cli.main import main
 from tests.needs import without_dac_override
 
@@ -24,23 +24,13 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def bundle(tmp_path) -> Path:
-    folder = tmp_path / "hand-1.0.0"
-    (folder / "app").mkdir(parents=True)
-    (folder / "app" / "config.yaml").write_text("conf: 0.3\n")
-    write_bundle_manifest(folder, {"bundle": {"name": "hand", "version": "1.0.0",
-                                              "id": folder.name}, "models": {}})
-    return folder
-
-
 def _verify(target: Path, capsys) -> tuple[int, str]:
     code = main(["bundle", "verify", str(target), "--no-run"])
     return code, capsys.readouterr().err
 
 
-def test_a_hand_made_bundle_passes(bundle, capsys):
-    assert main(["bundle", "verify", str(bundle), "--no-run"]) == 0
+def test_a_hand_made_bundle_passes(hand_bundle, capsys):
+    assert main(["bundle", "verify", str(hand_bundle), "--no-run"]) == 0
     assert "hand-1.0.0: 1 files match MANIFEST.json" in capsys.readouterr().out
 
 
@@ -49,23 +39,23 @@ def test_a_hand_made_bundle_passes(bundle, capsys):
                         r"it is not JSON \(.*utf-8"),
     (b"[1, 2]\n", r"error\[bad-bundle\]: .*MANIFEST.json holds a JSON list, not an object"),
 ])
-def test_a_damaged_manifest_is_a_user_error(bundle, capsys, content, message):
-    (bundle / MANIFEST).write_bytes(content)
-    code, err = _verify(bundle, capsys)
+def test_a_damaged_manifest_is_a_user_error(hand_bundle, capsys, content, message):
+    (hand_bundle / MANIFEST).write_bytes(content)
+    code, err = _verify(hand_bundle, capsys)
     assert code == 2 and "Traceback" not in err, err
     assert re.search(message, err), err
 
 
 @pytest.mark.parametrize("locked", ["app/config.yaml", MANIFEST, "archive"])
-def test_an_unreadable_bundle_file_is_a_user_error(bundle, tmp_path, locked):
-    target = bundle
+def test_an_unreadable_bundle_file_is_a_user_error(hand_bundle, tmp_path, locked):
+    target = hand_bundle
     if locked == "archive":
         target = tmp_path / "hand.tar.gz"
         with tarfile.open(target, "w:gz") as archive:
-            archive.add(bundle, bundle.name)
+            archive.add(hand_bundle, hand_bundle.name)
         target.chmod(0o000)
     else:
-        (bundle / locked).chmod(0o000)
+        (hand_bundle / locked).chmod(0o000)
     done = subprocess.run([*without_dac_override(), sys.executable, "-m", "edgefuse", "bundle",
                            "verify", str(target), "--no-run"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120, check=False)

@@ -29,12 +29,6 @@ VERIFY = TEMPLATES / VERIFIER
 
 
 @pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    folder = tmp_path_factory.mktemp("keys")
-    return {name: new_key_pair(folder, name) for name in ("release", "attacker")}
-
-
-@pytest.fixture(scope="module")
 def releases(small_build, keys, tmp_path_factory):
     """1.0.0 signed by the release key; 6.6.6 signed by the attacker's."""
     root = tmp_path_factory.mktemp("first")
@@ -160,6 +154,34 @@ def test_the_minirc_hook_puts_the_verifier_and_fingerprint_named_keys_on_the_car
     assert (rootfs / VERIFIER_PATH.lstrip("/")).read_bytes() == VERIFY.read_bytes()
     assert sorted(p.name for p in (rootfs / "etc/edgefuse/keys").iterdir()) == sorted(
         f"{key_fingerprint(key)}.pem" for key in (keys["release"][1], same_name))
+
+
+
+@pytest.mark.parametrize(("link", "target", "written"), [
+    ("etc/edgefuse", "HOST", "keys/{fingerprint}.pem"),  # an absolute link to this machine's
+    ("usr/local/sbin", "../../../host", "edgefuse-verify-installer"),  # climbing out of it
+    ("var", "HOST", "minirc_hook.sh"),
+])
+def test_the_minirc_hook_never_writes_through_a_link_out_of_the_rootfs(releases, keys, tmp_path,
+                                                                      link, target, written):
+    """The attack: a rootfs whose /etc/edgefuse (or /usr/local/sbin, or /var) is a link to a
+    folder of the card maker's machine; the hook's mkdir -p and install into $ROOTFS wrote the
+    keys, the verifier or the first-boot script there. As chroot(ROOTFS), the board, resolves
+    it, the link leads to a folder of the image, which is where they must go."""
+    host = tmp_path / "host"  # stands for the machine's /etc, /usr/local/sbin or /var
+    host.mkdir()
+    (host / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    rootfs = tmp_path / "rootfs"
+    for folder in ("etc/systemd/system", "opt", "usr/local"):
+        (rootfs / folder).mkdir(parents=True)
+    (rootfs / link).symlink_to(str(host) if target == "HOST" else target)
+    before = state(host)
+    done = _run(["bash", str(releases["good"].bundle_dir / "minirc_install_hook.sh"), str(rootfs)],
+                env={"EDGEFUSE_TRUSTED_KEYS": str(keys["release"][1])})
+    assert done.returncode == 0, done.stderr
+    assert state(host) == before
+    inside = rootfs / (str(host).lstrip("/") if target == "HOST" else "host")
+    assert (inside / written.format(fingerprint=key_fingerprint(keys["release"][1]))).is_file()
 
 
 # ---- §9: the Containerfile ----------------------------------------------------------------------

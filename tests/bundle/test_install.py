@@ -22,33 +22,13 @@ from edgefuse.bundle.bundle_check import verify_bundle, verify_tree
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
+from tests.bundle.trust import TOP, run_install, state
 
 pytestmark = pytest.mark.ort
 
-TOP = "small-1.0.0"
-
-
-def _install(script: Path, root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(script), "--root", str(root), "--no-python", *args],
-                          capture_output=True, text=True, timeout=60, check=False)
-
-
-def _state(root: Path) -> dict[str, str]:
-    """Every path under ``root`` with its link target or content."""
-    state = {}
-    for path in sorted(root.rglob("*")):
-        key = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            state[key] = "-> " + os.readlink(path)
-        elif path.is_file():
-            state[key] = path.read_bytes().hex()[:64] + str(path.stat().st_size)
-        else:
-            state[key] = "dir"
-    return state
-
 
 def test_install_switches_current_and_enables_the_service(small_build, root):
-    done = _install(small_build.install_sh, root, str(small_build.archive))
+    done = run_install(small_build.install_sh, root, str(small_build.archive))
     assert done.returncode == 0, done.stderr
     prefix = root / "opt/edgefuse/small"
     current = os.readlink(prefix / "current")
@@ -57,9 +37,9 @@ def test_install_switches_current_and_enables_the_service(small_build, root):
     wants = root / "etc/systemd/system/multi-user.target.wants/edgefuse-small.service"
     assert os.readlink(wants) == "/etc/systemd/system/edgefuse-small.service"
     assert (root / "etc/systemd/system/edgefuse-small.service").is_file()
-    before = _state(root)
-    again = _install(small_build.install_sh, root, str(small_build.archive))
-    assert again.returncode == 0 and _state(root) == before  # idempotent
+    before = state(root)
+    again = run_install(small_build.install_sh, root, str(small_build.archive))
+    assert again.returncode == 0 and state(root) == before  # idempotent
 
 
 def test_install_from_the_bundle_folder_itself(small_build, root):
@@ -73,21 +53,21 @@ def test_a_new_version_installs_beside_the_old_and_rolls_back(small_build, root,
     spec = write_spec(tmp_path / "v2", version="2.0.0")
     v2 = build(spec, tmp_path / "out2", cache_dir=small_build.cache, progress=False)
     prefix = root / "opt/edgefuse/small"
-    assert _install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
+    assert run_install(small_build.install_sh, root, str(small_build.archive)).returncode == 0
     first = os.readlink(prefix / "current")
-    done = _install(tmp_path / "out2/install.sh", root, str(v2.archive))
+    done = run_install(tmp_path / "out2/install.sh", root, str(v2.archive))
     assert done.returncode == 0, done.stderr
     second = os.readlink(prefix / "current")
     assert second.startswith("releases/small-2.0.0-")
     assert os.readlink(prefix / "previous") == first
-    rolled = _install(tmp_path / "out2/install.sh", root, "--rollback")
+    rolled = run_install(tmp_path / "out2/install.sh", root, "--rollback")
     assert rolled.returncode == 0, rolled.stderr
     assert os.readlink(prefix / "current") == first
     assert os.readlink(prefix / "previous") == second
 
 
 def test_rollback_without_a_previous_version_is_refused(small_build, root):
-    done = _install(small_build.install_sh, root, "--rollback")
+    done = run_install(small_build.install_sh, root, "--rollback")
     assert done.returncode == 2 and "no previous version" in done.stderr
 
 
@@ -123,11 +103,11 @@ def test_install_sh_refuses_a_tampered_bundle_and_installs_nothing(small_build, 
     data = bytearray(target.read_bytes())
     data[-2] ^= 0x01
     target.write_bytes(bytes(data))
-    before = _state(root)
-    done = _install(small_build.install_sh, root, str(bundle))
+    before = state(root)
+    done = run_install(small_build.install_sh, root, str(bundle))
     assert done.returncode == 2
     assert "modified" in done.stderr or "does not match" in done.stderr, done.stderr
-    assert _state(root) == before
+    assert state(root) == before
 
 
 def test_a_manifest_edited_outside_its_file_list_fails_its_own_digest(small_build, tmp_path,
@@ -143,10 +123,10 @@ def test_a_manifest_edited_outside_its_file_list_fails_its_own_digest(small_buil
     with pytest.raises(InputError, match=r"MANIFEST.json was modified \(its digest does not "
                                          r"match\)"):
         verify_tree(bundle)
-    done = _install(small_build.install_sh, root, str(bundle))
+    done = run_install(small_build.install_sh, root, str(bundle))
     assert done.returncode == 2
     assert "MANIFEST.json was modified (its digest does not match)" in done.stderr, done.stderr
-    assert _state(root) == {"etc": "dir", "etc/systemd": "dir", "etc/systemd/system": "dir"}
+    assert state(root) == {"etc": "dir", "etc/systemd": "dir", "etc/systemd/system": "dir"}
 
 
 @pytest.mark.parametrize("change", ["extra", "missing", "symlink"])
@@ -159,9 +139,9 @@ def test_unlisted_missing_and_linked_files_are_refused(small_build, tmp_path, ro
         (bundle / "models/cls/golden.npz").unlink()
     else:
         (bundle / "models/seg/link").symlink_to("/etc/passwd")
-    done = _install(small_build.install_sh, root, str(bundle))
+    done = run_install(small_build.install_sh, root, str(bundle))
     assert done.returncode == 2 and "error:" in done.stderr
-    assert _state(root) == {"etc": "dir", "etc/systemd": "dir", "etc/systemd/system": "dir"}
+    assert state(root) == {"etc": "dir", "etc/systemd": "dir", "etc/systemd/system": "dir"}
     with pytest.raises(InputError):
         verify_tree(bundle)
 
@@ -214,12 +194,12 @@ def test_an_unsafe_archive_is_refused_before_anything_is_extracted(small_build, 
     member, message = UNSAFE[case]
     archive = _archive_with(small_build, tmp_path / "bad.tar.gz", member,
                             b"#!/bin/sh\n" if member.isfile() else b"")
-    before = _state(root)
-    done = _install(small_build.install_sh, root, str(archive))
+    before = state(root)
+    done = run_install(small_build.install_sh, root, str(archive))
     assert done.returncode == 2, done.stderr
     assert "unsafe archive" in done.stderr
     assert re.search(message, done.stderr), done.stderr
-    assert _state(root) == before
+    assert state(root) == before
     assert not Path("/tmp/edgefuse-evil.sh").exists() and not (tmp_path / "evil.sh").exists()
     with pytest.raises(InputError, match=message):
         verify_bundle(archive, run_models=False)
@@ -229,9 +209,9 @@ def test_a_truncated_archive_is_refused(small_build, tmp_path, root, capsys):
     data = small_build.archive.read_bytes()
     archive = tmp_path / "cut.tar.gz"
     archive.write_bytes(data[: len(data) // 2])
-    done = _install(small_build.install_sh, root, str(archive))
+    done = run_install(small_build.install_sh, root, str(archive))
     assert done.returncode == 2 and "truncated" in done.stderr
-    assert _state(root) == {"etc": "dir", "etc/systemd": "dir", "etc/systemd/system": "dir"}
+    assert state(root) == {"etc": "dir", "etc/systemd": "dir", "etc/systemd/system": "dir"}
     with pytest.raises(InputError, match=r"truncated"):
         verify_bundle(archive, run_models=False)
     assert main(["bundle", "verify", str(archive), "--no-run"]) == 2
@@ -239,11 +219,11 @@ def test_a_truncated_archive_is_refused(small_build, tmp_path, root, capsys):
 
 
 def test_the_published_archive_digest_is_checked(small_build, root):
-    done = _install(small_build.install_sh, root, "--expect-sha256", "0" * 64,
+    done = run_install(small_build.install_sh, root, "--expect-sha256", "0" * 64,
                     str(small_build.archive))
     assert done.returncode == 2 and "--expect-sha256" in done.stderr
     good = small_build.outcome.archive_sha256
-    assert _install(small_build.install_sh, root, "--expect-sha256", good,
+    assert run_install(small_build.install_sh, root, "--expect-sha256", good,
                     str(small_build.archive)).returncode == 0
 
 
@@ -274,11 +254,11 @@ def test_the_minirc_hook_installs_into_a_rootfs_and_is_idempotent(small_build, t
     assert first_boot.startswith("#!/bin/bash\necho other first-boot step\n")
     assert "bash /opt/edgefuse/small/current/install.sh --finish" in first_boot
     assert os.access(rootfs / "var/minirc_hook.sh", os.X_OK)
-    before = _state(rootfs)
+    before = state(rootfs)
     again = subprocess.run(["bash", str(hook), str(rootfs)], capture_output=True, text=True,
                            check=False)
     assert again.returncode == 0, again.stderr
-    assert _state(rootfs) == before
+    assert state(rootfs) == before
     assert (rootfs / "var/minirc_hook.sh").read_text().count("# >>> edgefuse small-1.0.0") == 1
 
 
@@ -300,8 +280,8 @@ def test_the_minirc_hook_refuses_a_tampered_bundle(small_build, tmp_path):
     shutil.copytree(small_build.bundle, bundle)
     (bundle / "models/seg/model.onnx").write_bytes(b"not a model")
     rootfs = _rootfs(tmp_path)
-    before = _state(rootfs)
+    before = state(rootfs)
     done = subprocess.run(["bash", str(bundle / "minirc_install_hook.sh"), str(rootfs)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "does not match" in done.stderr
-    assert _state(rootfs) == before
+    assert state(rootfs) == before

@@ -6,7 +6,6 @@ install prefixes) and ``bundle verify``, and each failed before its fix.
 from __future__ import annotations
 
 import hashlib
-import io
 import itertools
 import os
 import random
@@ -20,24 +19,24 @@ from packaging.version import Version
 
 from edgefuse.bundle.builder import build
 from edgefuse.bundle.bundle_check import MAX_MEMBERS, built_listing, verify_bundle, verify_tree
-from edgefuse.bundle.signing import new_key_pair
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
 from tests.bundle.trust import (
     PREFIX,
+    TOP,
     build_version,
     current_release,
     rewrite_manifest,
     run_install,
     shim,
     state,
+    with_member,
 )
 
 pytestmark = pytest.mark.ort
 
-TOP = "small-1.0.0"
 
 
 def _tar(folder: Path, top: str, path: Path) -> Path:
@@ -110,12 +109,6 @@ def test_a_real_bundle_is_far_below_the_member_cap(small_build):
         assert len(archive.getmembers()) < MAX_MEMBERS // 50
 
 
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    folder = tmp_path_factory.mktemp("keys")
-    return {name: new_key_pair(folder, name) for name in ("release", "attacker")}
-
-
 def test_nothing_but_the_manifest_leaves_a_forged_archive(small_build, keys, tmp_path, root):
     """The signature is checked before extraction: tar -x only ever names MANIFEST.json and
     MANIFEST.sig of an archive whose signature is forged."""
@@ -136,14 +129,8 @@ def test_nothing_but_the_manifest_leaves_a_forged_archive(small_build, keys, tmp
 
 def test_a_member_twice_is_refused(small_build, tmp_path, root):
     """tar extracts the last of two members of one name: a checked first copy hides the second."""
-    archive = tmp_path / "twice.tar.gz"
-    with tarfile.open(small_build.archive) as source, tarfile.open(archive, "w:gz") as out:
-        for member in source.getmembers():
-            out.addfile(member, source.extractfile(member) if member.isfile() else None)
-        data = b"#!/bin/sh\necho evil\n"
-        info = tarfile.TarInfo(f"{TOP}/install.sh")
-        info.size, info.mode = len(data), 0o755
-        out.addfile(info, io.BytesIO(data))
+    archive = with_member(small_build.archive, tmp_path / "twice.tar.gz", f"{TOP}/install.sh",
+                          b"#!/bin/sh\necho evil\n")
     done = run_install(small_build.install_sh, root, str(archive))
     assert done.returncode == 2 and f"'{TOP}/install.sh' is in it twice" in done.stderr
     assert not (root / PREFIX).exists()

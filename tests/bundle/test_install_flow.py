@@ -26,6 +26,7 @@ from tests.bundle.trust import (
     build_version,
     current_release,
     host_python3_path,
+    prefix_builds,
     run_install,
     shim,
     state,
@@ -285,9 +286,7 @@ def test_a_pth_planted_while_the_environment_is_built_is_refused(small_build, tm
     done (as the issue's did during pip); the installer must find the file no locked wheel
     lists before it records the environment. (Root's folders keep the service user out in the
     first place: test_target_wheels.py's first-boot test.)"""
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
-    v2 = build_version(small_build, tmp_path / "v2", "2.0.0", prefix=str(prefix))
+    prefix, (v1, v2) = prefix_builds(small_build, tmp_path, "1.0.0", "2.0.0")
     assert run_install(_install_sh(v1), None, str(v1.archive)).returncode == 0
     first = os.readlink(prefix / "current")
     made, planted = _fifo(tmp_path / "made"), _fifo(tmp_path / "planted")
@@ -317,8 +316,7 @@ exec "{host_python3_path()}" "$@"
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root's own folders are checked")
 def test_an_environment_is_never_built_where_another_user_can_write(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     assert run_install(_install_sh(v1), None, str(v1.archive)).returncode == 0
     os.chmod(prefix, 0o777)  # e.g. an image that handed /opt/... to the service user
     done = run_install(prefix / "current/install.sh", None, "--finish", python=True,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from edgefuse.bundle.bundle_check import verify_bundle, verify_tree
-from edgefuse.bundle.signing import key_fingerprint, new_key_pair
+from edgefuse.bundle.signing import key_fingerprint
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.cli.main import main
@@ -30,24 +30,20 @@ from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
 from tests.bundle.trust import (
     PREFIX,
+    TOP,
     build_version,
     current_release,
     host_python3,
+    prefix_builds,
     rewrite_manifest,
     run_install,
     shim,
     state,
+    with_member,
 )
 
 pytestmark = pytest.mark.ort
 
-TOP = "small-1.0.0"
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    folder = tmp_path_factory.mktemp("keys")
-    return {name: new_key_pair(folder, name) for name in ("release", "attacker")}
 
 
 @pytest.fixture(scope="module")
@@ -73,20 +69,10 @@ def _tar(folder: Path, top: str, path: Path) -> Path:
 # ---- 1. code outside the digests ----------------------------------------------------------------
 
 
-def _plant_venv(small_build, path: Path) -> Path:
-    """The real archive plus TOP/.venv/bin/edgefuse, a script the unit would run."""
-    with tarfile.open(small_build.archive) as source, tarfile.open(path, "w:gz") as out:
-        for member in source.getmembers():
-            out.addfile(member, source.extractfile(member) if member.isfile() else None)
-        data = b"#!/bin/sh\necho planted\n"
-        info = tarfile.TarInfo(f"{TOP}/.venv/bin/edgefuse")
-        info.size, info.mode = len(data), 0o755
-        out.addfile(info, io.BytesIO(data))
-    return path
-
-
 def test_a_planted_venv_in_the_archive_is_refused(small_build, tmp_path, root):
-    archive = _plant_venv(small_build, tmp_path / "planted.tar.gz")
+    """The real archive plus TOP/.venv/bin/edgefuse, a script the unit would run."""
+    archive = with_member(small_build.archive, tmp_path / "planted.tar.gz",
+                          f"{TOP}/.venv/bin/edgefuse", b"#!/bin/sh\necho planted\n")
     before = state(root)
     done = run_install(small_build.install_sh, root, str(archive))
     assert done.returncode == 2 and ".venv/bin/edgefuse" in done.stderr, done.stderr
@@ -148,8 +134,7 @@ def test_a_venv_link_whose_listing_matches_the_record_is_refused_on_rollback(sma
 
 @pytest.mark.slow
 def test_the_python_environment_runs_from_where_it_was_built(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     env = host_python3(tmp_path)
     done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
     assert done.returncode == 0, done.stderr
@@ -165,9 +150,7 @@ def test_the_python_environment_runs_from_where_it_was_built(small_build, tmp_pa
 
 
 def test_a_failing_environment_build_leaves_current_on_the_old_release(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
-    v2 = build_version(small_build, tmp_path / "v2", "2.0.0", prefix=str(prefix))
+    prefix, (v1, v2) = prefix_builds(small_build, tmp_path, "1.0.0", "2.0.0")
     assert run_install(v1.output_dir / "install.sh", None, str(v1.archive)).returncode == 0
     first = os.readlink(prefix / "current")
     env = shim(tmp_path / "bin", "python3", "echo 'no python here' >&2; exit 1\n")
@@ -527,6 +510,53 @@ def test_a_root_service_user_is_refused_by_the_spec(tmp_path):
     spec.write_text(spec.read_text().replace("service:\n", "service:\n  user: root\n"))
     with pytest.raises(SpecError, match=r"service\.user"):
         load_spec(spec)
+
+
+def _installer_functions(script: Path, *names: str) -> str:
+    """install.sh's service settings, note() and the named functions, cut out of the rendered
+    script, to run alone with shims: what they do on a board would change this machine."""
+    text = script.read_text()
+    settings = [line for line in text.splitlines()
+                if re.match(r"(SERVICE|SERVICE_USER|SERVICE_GROUP)=", line)]
+    cut = [text[text.index(f"{name}() {{"):text.index("\n}\n", text.index(f"{name}() {{")) + 3]
+           for name in names]
+    return "\n".join([*settings, 'note() { echo "install.sh: $*" >&2; }', *cut])
+
+
+def _recorded(tmp_path: Path, program: str, **results: str) -> list[str]:
+    """``program`` run with a recording shim for each command of ``results`` (name: the shim's
+    last line, e.g. ``exit 1``); returns the calls in order."""
+    log = tmp_path / "calls.log"
+    log.unlink(missing_ok=True)
+    env = {}
+    for name, result in results.items():
+        env = shim(tmp_path / "bin", name, f'printf "%s\\n" "{name} $*" >> {log}\n{result}\n')
+    subprocess.run(["bash", "-c", program], env={**os.environ, **env}, check=True)
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_service_user_is_made_on_the_board_and_never_in_a_root(small_build, tmp_path):
+    """ensure_user as an install or --finish without --root runs it on a board with no
+    HwHiAiUser: the system group, then the system user with no home and no shell; nothing
+    where the user exists, and nothing at all with --root (the image's own users are the
+    card maker's). Run with shims: for real it would add the user to this machine."""
+    program = _installer_functions(small_build.install_sh, "ensure_user")
+    commands = {"id": "exit 1", "getent": "exit 2", "groupadd": "exit 0", "useradd": "exit 0"}
+    assert _recorded(tmp_path, program + "\nROOT=\nensure_user\n", **commands) == [
+        "id -u HwHiAiUser", "getent group HwHiAiUser", "groupadd --system HwHiAiUser",
+        "useradd --system --gid HwHiAiUser --home-dir /nonexistent --shell /usr/sbin/nologin "
+        "HwHiAiUser"]
+    assert _recorded(tmp_path, program + "\nROOT=\nensure_user\n",
+                     **{**commands, "id": "echo 999"}) == ["id -u HwHiAiUser"]
+    assert _recorded(tmp_path, program + f"\nROOT={tmp_path}\nensure_user\n", **commands) == []
+
+
+def test_the_service_is_started_through_systemd_only_on_a_live_board(small_build, tmp_path):
+    program = _installer_functions(small_build.install_sh, "start_service")
+    assert _recorded(tmp_path, program + "\nLIVE=1\nstart_service\n", systemctl="exit 0") == [
+        "systemctl daemon-reload", "systemctl enable edgefuse-small.service",
+        "systemctl restart --no-block edgefuse-small.service"]
+    assert _recorded(tmp_path, program + "\nLIVE=0\nstart_service\n", systemctl="exit 0") == []
 
 
 # ---- the CLI: keys new, build --sign, bundle verify --key ----------------------------------------

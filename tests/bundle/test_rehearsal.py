@@ -25,6 +25,8 @@ from edgefuse.bundle.rehearsal import rehearse
 from edgefuse.bundle.rehearsal_qemu import find_qemu, mount_binfmt_misc, register
 from edgefuse.bundle.rehearsal_root import RootRecipe, cached_root, debian_mirror
 from edgefuse.bundle.rehearsal_service import HEALTH_FRAMES
+from edgefuse.bundle.service import VERIFIER_PATH
+from edgefuse.bundle.signing import key_fingerprint
 from edgefuse.cli.main import main
 from edgefuse.errors import InputError
 
@@ -110,6 +112,17 @@ def test_every_step_passes_in_order(rehearsal):
         "service 1.0.1 again", "rollback", "service 1.0.0 again"]
 
 
+def test_the_first_install_runs_through_the_verifier_as_on_a_board(rehearsal):
+    """As a board's first install: the card hook's verifier checks install.sh.sig against the
+    publisher's key, trusted under its fingerprint, before the installer runs."""
+    _, out, report = rehearsal
+    trusted = f"/etc/edgefuse/keys/{key_fingerprint(out / 'keys' / 'rehearsal.pub.pem')}.pem"
+    assert trusted in _steps(report)["trust"]["result"]
+    installer_log = (out / "logs" / "install-1.0.0.log").read_text(encoding="utf-8")
+    assert installer_log.startswith(f"$ {VERIFIER_PATH} /var/tmp/edgefuse-rehearsal/install.sh ")
+    assert f"install.sh is signed by {trusted}" in installer_log
+
+
 def test_frames_flow_through_the_cpu_fallback_as_the_service_user(rehearsal):
     _, _, report = rehearsal
     for name, step in _steps(report).items():
@@ -137,6 +150,7 @@ def test_the_manual_rollback_returns_to_the_first_release(rehearsal):
 def test_the_cached_root_is_never_written(rehearsal, arm64_root):
     assert not (arm64_root / "opt" / "edgefuse").exists()
     assert not (arm64_root / "etc" / "edgefuse").exists()
+    assert not (arm64_root / VERIFIER_PATH.lstrip("/")).exists()
     assert not (arm64_root / "etc" / "systemd" / "system" / "edgefuse-rehearsed.service").exists()
     mounted = subprocess.run(["findmnt", "-R", "-n", str(arm64_root)], capture_output=True,
                              text=True, check=False).stdout

@@ -28,9 +28,9 @@ from edgefuse.bundle.target_wheels import download_command, requirement, target_
 from edgefuse.errors import InputError
 from tests.bundle.models import write_spec
 from tests.bundle.trust import (
-    build_version,
     host_python3,
     host_python3_path,
+    prefix_builds,
     rewrite_manifest,
     run_install,
     shim,
@@ -188,8 +188,7 @@ def _site_packages(venv: Path) -> Path:
 def test_the_environment_is_the_locked_wheels_not_what_an_index_offers(small_build, tmp_path):
     """Before: pip install edgefuse.whl with `>=` requirements took the newest numpy that pip's
     sources offered; now pip sees only the bundle's wheels and its lock."""
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     newer = tmp_path / "index"
     dummy_wheel(newer, "numpy", "99.0")
     env = {**host_python3(tmp_path), "PIP_FIND_LINKS": str(newer),
@@ -215,9 +214,7 @@ def _tamper_keeping_the_manifest_whole(bundle: Path, relative: str) -> None:
 
 
 def test_a_wheel_that_is_not_the_locked_one_is_refused_before_the_switch(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
-    v2 = build_version(small_build, tmp_path / "v2", "2.0.0", prefix=str(prefix))
+    prefix, (v1, v2) = prefix_builds(small_build, tmp_path, "1.0.0", "2.0.0")
     assert run_install(v1.output_dir / "install.sh", None, str(v1.archive)).returncode == 0
     first = os.readlink(prefix / "current")
     bundle = tmp_path / "small-2.0.0"
@@ -237,8 +234,7 @@ def test_a_wheel_that_is_not_the_locked_one_is_refused_before_the_switch(small_b
 
 
 def test_a_board_python_other_than_the_locked_one_is_refused(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     env = shim(tmp_path / "bin", "python3", 'echo 3.2; exit 0\n')
     done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
     assert done.returncode == 1, done.stderr
@@ -252,8 +248,7 @@ def test_first_boot_builds_the_environment_as_root_never_as_the_service_user(sma
     """--finish, as the card maker's first-boot block runs it, where the service user exists:
     venv and pip run as root in folders only root can write (issue 27 §7: built as the service
     user, a process of that user planted a .pth during pip), never through runuser."""
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     assert run_install(v1.output_dir / "install.sh", None, str(v1.archive)).returncode == 0
     log = tmp_path / "runuser.log"
     env = host_python3(tmp_path)
@@ -308,8 +303,7 @@ def test_the_boards_own_packages_never_shadow_the_locked_ones_but_canns_acl_is_s
     uses, which an environment made with --system-site-packages puts before its own packages)
     are invisible to the service's environment; CANN's pyACL is found at install time and named
     in edgefuse-cann.pth, after the locked packages."""
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     user_base = tmp_path / "userbase"
     user_site = user_base / "lib" / f"python{HOST_PYTHON}" / "site-packages"
     for module in ("numpy", "cv2"):
@@ -345,8 +339,7 @@ def test_the_boards_own_packages_never_shadow_the_locked_ones_but_canns_acl_is_s
 
 @pytest.mark.slow
 def test_without_cann_the_environment_has_no_pth_and_says_the_cpu_runs(small_build, tmp_path):
-    prefix = tmp_path / "board" / "opt" / "small"
-    v1 = build_version(small_build, tmp_path / "v1", "1.0.0", prefix=str(prefix))
+    prefix, (v1,) = prefix_builds(small_build, tmp_path, "1.0.0")
     env = {**host_python3(tmp_path), "ASCEND_TOOLKIT_HOME": str(tmp_path / "none")}
     done = run_install(v1.output_dir / "install.sh", None, str(v1.archive), env=env, python=True)
     assert done.returncode == 0, done.stderr

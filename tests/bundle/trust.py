@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from edgefuse.bundle.archive import manifest_self_digest
@@ -15,6 +17,7 @@ from edgefuse.bundle.builder import BuildOutcome, build
 from tests.bundle.models import without_app, write_spec
 
 PREFIX = "opt/edgefuse/small"
+TOP = "small-1.0.0"  # the small bundle's id: its archive's one folder
 
 
 def rewrite_manifest(bundle: Path, change) -> None:
@@ -42,6 +45,18 @@ def run_install(script: Path, root: Path | None, *args: str, env: dict[str, str]
                                             **(env or {})})
 
 
+def with_member(archive: Path, path: Path, name: str, data: bytes) -> Path:
+    """``archive`` written again to ``path`` with one more member after its own: ``name``, an
+    executable file holding ``data`` (a planted file, or a second copy of a checked one)."""
+    with tarfile.open(archive) as source, tarfile.open(path, "w:gz") as out:
+        for member in source.getmembers():
+            out.addfile(member, source.extractfile(member) if member.isfile() else None)
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o755
+        out.addfile(info, io.BytesIO(data))
+    return path
+
+
 def build_version(small_build, folder: Path, version: str, *, key: Path | None = None,
                   build_number: int | None = None, prefix: str | None = None,
                   health_marker: bool = False) -> BuildOutcome:
@@ -60,6 +75,14 @@ def build_version(small_build, folder: Path, version: str, *, key: Path | None =
     return build(spec, folder / "out", cache_dir=small_build.cache, progress=False,
                  sign_key=key, build_number=build_number)
 
+
+def prefix_builds(small_build, folder: Path, *versions: str) -> tuple[Path, list[BuildOutcome]]:
+    """The small bundle at each version (built into ``folder/v1``, ``v2``, ...) with no service,
+    for the install prefix ``folder/board/opt/small``: an install with no --root into it writes
+    nothing else of this machine (the tests of the Python environment)."""
+    prefix = folder / "board" / "opt" / "small"
+    return prefix, [build_version(small_build, folder / f"v{number}", version, prefix=str(prefix))
+                    for number, version in enumerate(versions, 1)]
 
 def shim(folder: Path, name: str, body: str) -> dict[str, str]:
     """A command ``name`` on PATH ahead of the real one; returns the environment to pass."""

@@ -19,6 +19,11 @@
 # first, each named by its fingerprint, and the bundle's edgefuse-verify-installer into
 # <rootfs>@@VERIFIER_PATH@@: from then on the board installs only bundles signed by one of them,
 # this one included, and runs a new bundle's install.sh only through that verifier.
+#
+# Links in <rootfs>: every path the hook writes is resolved inside the root as chroot(<rootfs>)
+# would resolve it (the in_root of the bundle's own install.sh, which --root uses): a link in the
+# image to /etc is the image's /etc, never this machine's. A path that still leads out of the root
+# is refused (exit 2) before anything is written.
 set -euo pipefail
 
 BUNDLE_ID=@@BUNDLE_ID@@
@@ -55,23 +60,44 @@ for key in ${KEYS[@]+"${KEYS[@]}"}; do
 done
 # checked with the keys before anything is written into the rootfs
 bash "$BUNDLE/install.sh" --verify-only --root "$ROOTFS" ${KEY_ARGS[@]+"${KEY_ARGS[@]}"} "$BUNDLE"
+
+# where the hook writes, resolved as chroot(ROOT) would by the checked install.sh's own in_root
+ROOT=$(cd "$ROOTFS" && pwd -P)
+[ "$ROOT" != / ] || ROOT=
+resolver=$(sed -n '/^in_root() {/,/^}$/p' "$BUNDLE/install.sh")
+[ -n "$resolver" ] || die "$BUNDLE/install.sh has no in_root(), which resolves paths inside the root"
+eval "$resolver"
+within_root() {  # within_root PATH: refused unless its deepest existing folder is inside ROOT
+  local dir=$1 real
+  while [ ! -d "$dir" ]; do dir=$(dirname "$dir"); done
+  real=$(cd "$dir" && pwd -P)
+  case "$real/" in
+    "$ROOT"/*) ;;
+    *) die "$1 leads out of the root file system $ROOTFS (to $real) through a link; the hook \
+writes only inside it (replace the link with a folder; nothing was written)" ;;
+  esac
+}
+KEYDIR=$(in_root /etc/edgefuse/keys)
+VERIFIER=$(in_root @@VERIFIER_PATH@@)
+hook=$(in_root /var/minirc_hook.sh)
+for path in "$KEYDIR" "$VERIFIER" "$hook"; do within_root "$path"; done
+
 if [ ${#KEYS[@]} -gt 0 ]; then
-  mkdir -p "$ROOTFS/etc/edgefuse/keys"
+  mkdir -p "$KEYDIR"
   for key in "${KEYS[@]}"; do
     # named by fingerprint (the sha256 of the key's DER form): a key file of the same name from
     # another folder adds a key, it never replaces a trusted one
     fingerprint=$(openssl pkey -pubin -in "$key" -outform DER | sha256sum | cut -d' ' -f1)
-    install -m 0644 "$key" "$ROOTFS/etc/edgefuse/keys/$fingerprint.pem"
+    install -m 0644 "$key" "$KEYDIR/$fingerprint.pem"
   done
 fi
 # beside the keys, from the bundle just checked: what runs a later first install's install.sh
 # only where one of these keys signed it (install.sh.sig)
-install -D -m 0755 "$BUNDLE/@@VERIFIER@@" "$ROOTFS@@VERIFIER_PATH@@"
+install -D -m 0755 "$BUNDLE/@@VERIFIER@@" "$VERIFIER"
 bash "$BUNDLE/install.sh" --root "$ROOTFS" --offline "$BUNDLE"
 
-hook="$ROOTFS/var/minirc_hook.sh"
-mkdir -p "$ROOTFS/var"
-tmp=$(mktemp "$ROOTFS/var/.minirc_hook.sh.XXXXXX")
+mkdir -p "$(dirname "$hook")"
+tmp=$(mktemp "$(dirname "$hook")/.minirc_hook.sh.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
 if [ -f "$hook" ]; then
   # everything but an earlier block of this bundle
