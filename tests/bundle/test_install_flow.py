@@ -53,12 +53,21 @@ def _install_sh(outcome) -> Path:
     return outcome.output_dir / "install.sh"
 
 
+def _default_stop_signals() -> None:
+    for stop in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(stop, signal.SIG_DFL)
+
+
 def _start(script: Path, root: Path, *args: str, env: dict[str, str] | None = None
            ) -> subprocess.Popen:
-    """install.sh --root ROOT --no-python ARGS in the background, in a session of its own."""
+    """install.sh --root ROOT --no-python ARGS in the background, in a session of its own.
+
+    The stop signals get their default disposition back in the child: a test run started under
+    `nohup` (or by a CI runner that ignores SIGHUP) would otherwise hand install.sh an ignored
+    SIGHUP, which bash cannot trap, and the SIGHUP case would test nothing but the runner."""
     return subprocess.Popen(["bash", str(script), "--root", str(root), "--no-python", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True,
+                            start_new_session=True, preexec_fn=_default_stop_signals,
                             env={**os.environ, "EDGEFUSE_HEALTH_WINDOW": "0", **(env or {})})
 
 
