@@ -29,8 +29,10 @@ the device op that runs it, ``IFMR`` in CANN's TBE ops, ``impl/dynamic/ifmr.py``
 
 Differences from the device, on purpose: the percentiles are read exactly from the sorted data
 (the TBE op reads them from a histogram of at most 8192 bins); above ``MAX_LOSS_VALUES`` values
-the squared error of step 4 is measured on an evenly strided subset (a 320x320 detector's early
-layers give millions of values per tensor; the percentiles still use every value).
+the squared error of step 4 is measured on an evenly strided subset (a 640x640 detector's early
+layers give tens of millions of values per tensor over 16 frames; the percentiles still use every
+value). ``ActivationSketch`` gathers both sample by sample, so a tensor's values over all frames
+are never held at once: only the extreme values the percentile points lie among, and the subset.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 
 from edgefuse.errors import InputError, Ref
 
-MAX_LOSS_VALUES = 1 << 20
+MAX_LOSS_VALUES = 1 << 18
 _EPSILON = float(np.finfo(np.float32).eps)
 
 
@@ -104,22 +106,62 @@ class ActivationQuant:
         return dataclasses.asdict(self)
 
 
+class ActivationSketch:
+    """One tensor's calibration values as IFMR needs them, added one sample at a time:
+    ``total`` is the number of values over all samples (every sample has the same shape)."""
+
+    def __init__(self, total: int, config: IfmrConfig = CANN_DEFAULTS) -> None:
+        self.total, self.config = total, config
+        self._upper, self._lower = _percentile_indices(total, config)
+        self._stride = math.ceil(total / MAX_LOSS_VALUES)
+        self._largest: list[np.ndarray] = []  # per sample, its (total - upper) largest values
+        self._smallest: list[np.ndarray] = []  # per sample, its (lower + 1) smallest values
+        self._subset: list[np.ndarray] = []
+        self._added = 0
+
+    def add(self, values: np.ndarray) -> None:
+        data = np.asarray(values, dtype=np.float32).ravel()
+        if not np.isfinite(data).all():
+            raise InputError("IFMR needs finite calibration values",
+                             context=f"{int(data.size - np.isfinite(data).sum())} of "
+                                     f"{data.size} value(s) not finite",
+                             reference=Ref.BAD_CALIBRATION_INPUTS)
+        top = min(self.total - self._upper, data.size)
+        bottom = min(self._lower + 1, data.size)
+        self._largest.append(np.partition(data, data.size - top)[data.size - top:])
+        self._smallest.append(np.partition(data, bottom - 1)[:bottom])
+        self._subset.append(data[(-self._added) % self._stride:: self._stride])
+        self._added += data.size
+
+    def search(self) -> ActivationQuant:
+        """The scale and offset IFMR picks for every value added."""
+        if self._added != self.total or self.total == 0:
+            raise ValueError(f"{self._added} value(s) added, {self.total} announced")
+        largest, smallest = np.concatenate(self._largest), np.concatenate(self._smallest)
+        top, bottom = self.total - self._upper, self._lower + 1
+        clip_max_init = float(np.partition(largest, largest.size - top)[largest.size - top])
+        clip_min_init = float(np.partition(smallest, bottom - 1)[bottom - 1])
+        return _search(np.concatenate(self._subset), clip_max_init, clip_min_init, self.config)
+
+
 def ifmr_search(values: np.ndarray, config: IfmrConfig = CANN_DEFAULTS) -> ActivationQuant:
     """The scale and offset IFMR picks for ``values`` (every calibration value of one tensor)."""
-    data = np.asarray(values, dtype=np.float32).ravel()
-    if data.size == 0 or not np.isfinite(data).all():
-        raise InputError("IFMR needs finite calibration values",
-                         context=f"{data.size} value(s), "
-                                 f"{int(data.size - np.isfinite(data).sum())} not finite",
+    data = np.asarray(values, dtype=np.float32)
+    if data.size == 0:
+        raise InputError("IFMR needs calibration values, got none",
                          reference=Ref.BAD_CALIBRATION_INPUTS)
-    clip_max_init, clip_min_init = _percentiles(data, config)
+    sketch = ActivationSketch(data.size, config)
+    sketch.add(data)
+    return sketch.search()
+
+
+def _search(measured: np.ndarray, clip_max_init: float, clip_min_init: float,
+            config: IfmrConfig) -> ActivationQuant:
     if config.activation_offset:
         clip_max_init, clip_min_init = max(clip_max_init, 0.0), min(clip_min_init, 0.0)
     else:
         clip_max_init = max(abs(clip_max_init), abs(clip_min_init))
         clip_min_init = -clip_max_init
-    measured = data if data.size <= MAX_LOSS_VALUES else \
-        data[:: math.ceil(data.size / MAX_LOSS_VALUES)]
     candidates = []
     for ratio in config.ratios:
         clip_max = clip_max_init * float(ratio)
@@ -137,14 +179,13 @@ def fake_quantize(values: np.ndarray, scale: float, offset: int) -> np.ndarray:
     return ((quantized - offset) * np.float32(scale)).astype(np.float32)
 
 
-def _percentiles(data: np.ndarray, config: IfmrConfig) -> tuple[float, float]:
-    """(clip_max_init, clip_min_init): the smallest value with ``max_percentile`` of the data at
-    or below it, the largest with ``min_percentile`` of the data at or above it."""
-    n = data.size
+def _percentile_indices(n: int, config: IfmrConfig) -> tuple[int, int]:
+    """Ascending indices of (clip_max_init, clip_min_init) among ``n`` values: the smallest value
+    with ``max_percentile`` of the data at or below it, the largest with ``min_percentile`` of
+    the data at or above it."""
     upper = min(n - 1, max(0, math.ceil(config.max_percentile * n) - 1))
     lower = max(0, min(n - 1, n - math.ceil(config.min_percentile * n)))
-    picked = np.partition(data, sorted({lower, upper}))
-    return float(picked[upper]), float(picked[lower])
+    return upper, lower
 
 
 def _scale_offset(clip_min: float, clip_max: float, asymmetric: bool) -> tuple[float, int]:

@@ -40,7 +40,7 @@ import onnx
 from onnxruntime import quantization
 
 from edgefuse._quiet import quiet_logger
-from edgefuse.quantize.ifmr import CANN_DEFAULTS, ActivationQuant, IfmrConfig, ifmr_search
+from edgefuse.quantize.ifmr import CANN_DEFAULTS, ActivationQuant, ActivationSketch, IfmrConfig
 from edgefuse.reference.onnx_runner import run_onnx, with_outputs
 
 EMULATED_MODEL = "host_int8.qdq.onnx"
@@ -56,9 +56,7 @@ class Int8Emulation:
         self.config = config
         self.layers = tuple(node.name for node in model.graph.node
                             if node.op_type in op_types and node.name)
-        self.ranges: dict[str, ActivationQuant] = {
-            name: ifmr_search(values, config)
-            for name, values in _activation_values(model, samples, self.layers).items()}
+        self.ranges = _activation_ranges(model, samples, self.layers, config)
         self.quantized = _quantize_static(model, samples, sorted(op_types), self.ranges, config)
 
     def model_keeping(self, keep_fp16: Collection[str] = ()) -> onnx.ModelProto:
@@ -83,10 +81,10 @@ class Int8Emulation:
         return result
 
 
-def _activation_values(model: onnx.ModelProto, samples: Sequence[Mapping[str, np.ndarray]],
-                       layers: Collection[str]) -> dict[str, np.ndarray]:
-    """Every calibration value of each tensor a quantized layer reads as an activation (not a
-    weight or a bias: those are constants), all samples together."""
+def _activation_ranges(model: onnx.ModelProto, samples: Sequence[Mapping[str, np.ndarray]],
+                       layers: Collection[str], config: IfmrConfig) -> dict[str, ActivationQuant]:
+    """IFMR over every calibration value of each tensor a quantized layer reads as an activation
+    (not a weight or a bias: those are constants), gathered sample by sample."""
     constants = {init.name for init in model.graph.initializer}
     constants |= {out for node in model.graph.node if node.op_type == "Constant"
                   for out in node.output}
@@ -95,13 +93,15 @@ def _activation_values(model: onnx.ModelProto, samples: Sequence[Mapping[str, np
         for slot, name in enumerate(node.input)
         if name and name not in constants and slot < 2))
     exposed = with_outputs(model, [n for n in names if n not in samples[0]])
-    collected: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    sketches: dict[str, ActivationSketch] = {}
     for sample in samples:
         outputs = run_onnx(exposed, sample)
         for name in names:
-            collected[name].append(np.asarray(sample[name] if name in sample else outputs[name],
-                                              dtype=np.float32).ravel())
-    return {name: np.concatenate(parts) for name, parts in collected.items()}
+            values = sample[name] if name in sample else outputs[name]
+            if name not in sketches:
+                sketches[name] = ActivationSketch(np.size(values) * len(samples), config)
+            sketches[name].add(values)
+    return {name: sketch.search() for name, sketch in sketches.items()}
 
 
 def _quantize_static(model: onnx.ModelProto, samples: Sequence[Mapping[str, np.ndarray]],

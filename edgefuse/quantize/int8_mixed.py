@@ -178,8 +178,9 @@ def choose_fp16_layers(
 
 
 class _Runs:
-    """The emulation's outputs per keep set, each computed once (one ORT session per model,
-    every sample through it), and the task metric of each against the FP32 references."""
+    """The emulation's metric and output error per keep set, each computed once (one ORT session
+    per model, every sample through it) against the FP32 references; outputs are not kept (a
+    segmenter's logits over 16 frames weigh tens of MB per keep set)."""
 
     def __init__(self, emulation: Int8Emulation, samples: Sequence[Mapping[str, np.ndarray]],
                  task: str) -> None:
@@ -187,31 +188,35 @@ class _Runs:
         self.references = _run_all(emulation.fp32, samples)
         self.metric_name = str(task_parity(task, self.references, self.references)
                                .to_json()["gated_metric"])
-        self._outputs: dict[frozenset[str], Outputs] = {}
-        self.evaluations = 0
+        self._seen: dict[frozenset[str], tuple[float, float]] = {}
+
+    @property
+    def evaluations(self) -> int:
+        return len(self._seen)
 
     def fp16_outputs(self) -> Outputs:
         return [run_fp16_storage(self.emulation.fp32, dict(s), force_fp16=True)
                 for s in self.samples]
-
-    def outputs(self, keep: Collection[str]) -> Outputs:
-        key = frozenset(keep)
-        if key not in self._outputs:
-            self._outputs[key] = _run_all(self.emulation.model_keeping(key), self.samples)
-            self.evaluations += 1
-        return self._outputs[key]
 
     def score(self, outputs: Outputs) -> float:
         value = task_parity(self.task, self.references, outputs).score
         return float("nan") if value is None else value
 
     def metric(self, keep: Collection[str]) -> float:
-        return self.score(self.outputs(keep))
+        return self._evaluate(keep)[0]
 
     def error(self, keep: Collection[str]) -> float:
-        return max(compare_arrays(ref[name], out[name])[2]
-                   for ref, out in zip(self.references, self.outputs(keep), strict=True)
-                   for name in ref)
+        return self._evaluate(keep)[1]
+
+    def _evaluate(self, keep: Collection[str]) -> tuple[float, float]:
+        key = frozenset(keep)
+        if key not in self._seen:
+            outputs = _run_all(self.emulation.model_keeping(key), self.samples)
+            error = max(compare_arrays(ref[name], out[name])[2]
+                        for ref, out in zip(self.references, outputs, strict=True)
+                        for name in ref)
+            self._seen[key] = (self.score(outputs), error)
+        return self._seen[key]
 
 
 def _run_all(model: onnx.ModelProto, samples: Sequence[Mapping[str, np.ndarray]]) -> Outputs:

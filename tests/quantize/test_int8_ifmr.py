@@ -6,7 +6,8 @@ import onnx
 import pytest
 
 from edgefuse.errors import InputError
-from edgefuse.quantize.ifmr import IfmrConfig, fake_quantize, ifmr_search
+from edgefuse.quantize import ifmr
+from edgefuse.quantize.ifmr import ActivationSketch, IfmrConfig, fake_quantize, ifmr_search
 from edgefuse.quantize.int8 import write_int8_calibration
 from tests.quantize.graphs import conv_net
 from tests.quantize.test_int8_calibration import PHOTOS, STRETCH
@@ -87,3 +88,28 @@ def test_the_emulation_and_the_simple_config_use_the_same_ifmr_settings(tmp_path
     # Outputs of quantized layers stay float: the board dequantizes after each one.
     assert not any(n.op_type == "QuantizeLinear" and n.input[0] in ("c1", "c2")
                    for n in emulated.graph.node)
+
+
+@pytest.mark.unit
+def test_samples_added_one_at_a_time_give_the_search_over_all_of_them(monkeypatch):
+    rng = np.random.default_rng(0)
+    samples = [rng.standard_normal(1000).astype(np.float32) * (i + 1) for i in range(3)]
+    config = IfmrConfig(max_percentile=0.99, min_percentile=0.99)
+    sketch = ActivationSketch(3000, config)
+    for sample in samples:
+        sketch.add(sample)
+    together = np.concatenate(samples)
+    assert sketch.search() == ifmr_search(together, config)
+    # The percentile points are exact: the 2970th value ascending, the 31st.
+    ordered = np.sort(together)
+    assert sketch.search().clip_min == ordered[30]
+    assert sketch.search().clip_max == pytest.approx(ordered[2969] * sketch.search().ratio)
+    # Past MAX_LOSS_VALUES the loss is measured on every 30th value of the concatenation.
+    monkeypatch.setattr(ifmr, "MAX_LOSS_VALUES", 100)
+    strided = ActivationSketch(3000, config)
+    for sample in samples:
+        strided.add(sample)
+    chosen = strided.search()
+    subset = together[::30]
+    assert chosen.loss == pytest.approx(float(np.mean(
+        (fake_quantize(subset, chosen.scale, chosen.offset) - subset) ** 2)))
