@@ -149,10 +149,7 @@ def _run_int8(args: argparse.Namespace) -> int:
 def _keep_fp16(args: argparse.Namespace) -> list[str]:
     """--keep-fp16 as given; by default auto when the task is known, else none (said aloud)."""
     if args.keep_fp16 is not None:
-        if "none" in args.keep_fp16 and len(args.keep_fp16) > 1:
-            raise InputError("--keep-fp16 none cannot be combined with other entries",
-                             reference=Ref.BAD_USAGE)
-        return [name for name in args.keep_fp16 if name != "none"]
+        return args.keep_fp16
     if args.task is None:
         info = model_info.from_onnx(load_model(args.model), args.model)
         if info is None or info.task is None:

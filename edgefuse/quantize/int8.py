@@ -139,7 +139,9 @@ class Int8Calibration:
             "ifmr": {**self.ifmr.proto_fields(),
                      "activation_offset": self.ifmr.activation_offset},
             "scheme": {"weights": "int8, symmetric, per output channel (ARQ, channel_wise)",
-                       "activations": "int8, per tensor, with an offset (IFMR)"},
+                       "activations": "int8, per tensor, "
+                                      + ("with an offset" if self.ifmr.activation_offset
+                                         else "symmetric") + " (IFMR)"},
         }
 
 
@@ -148,7 +150,7 @@ def write_int8_calibration(
     output_dir: str | os.PathLike[str],
     *,
     inputs: FeedSource | None,
-    keep_fp16: Sequence[str] = (),
+    keep_fp16: str | Sequence[str] = (),
     infer_soc: str = DEFAULT_INFER_SOC,
     preprocess: Preprocess | str | os.PathLike[str] | None = None,
     emulate: bool = False,
@@ -200,8 +202,9 @@ def write_int8_calibration(
                      "compile)",
                 reference=Ref.BAD_CALIBRATION_INPUTS,
             )
-    auto = "auto" in keep_fp16
-    keep = _check_keep_fp16(loaded, [name for name in keep_fp16 if name != "auto"])
+    items = _keep_items(keep_fp16)
+    auto = "auto" in items
+    keep = _check_keep_fp16(loaded, [name for name in items if name != "auto"])
     if auto:
         task = resolve_task(loaded, task)
         max_drop = number_in("max_drop", max_drop, 0.0, 100.0)
@@ -344,6 +347,17 @@ def quantizable_layers(model: onnx.ModelProto) -> dict[str, str]:
     """Node name -> op type of the layers ATC's calibration quantizes."""
     return {node.name: node.op_type for node in model.graph.node
             if node.op_type in QUANTIZABLE_OP_TYPES and node.name}
+
+
+def _keep_items(keep_fp16: str | Sequence[str]) -> list[str]:
+    """``keep_fp16`` as a list (a string is comma-separated), ``none`` taken out."""
+    items = keep_fp16.split(",") if isinstance(keep_fp16, str) else list(keep_fp16)
+    items = [item.strip() for item in items if item.strip()]
+    if "none" in items and len(items) > 1:
+        raise InputError("--keep-fp16 none cannot be combined with other entries",
+                         hint="use none, auto, or layer names (optionally with auto)",
+                         reference=Ref.UNKNOWN_KEEP_FP16_LAYER)
+    return [item for item in items if item != "none"]
 
 
 def _check_keep_fp16(model: onnx.ModelProto, names: Sequence[str]) -> tuple[str, ...]:

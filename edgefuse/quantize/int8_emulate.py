@@ -69,14 +69,25 @@ class Int8Emulation:
         originals = {node.name: node for node in self.fp32.graph.node}
         floats = {init.name: init for init in self.fp32.graph.initializer}
         present = {init.name for init in result.graph.initializer}
+        produced = {out for node in result.graph.node for out in node.output}
         for node in result.graph.node:
-            if node.name in keep_fp16:
-                del node.input[:]
-                node.input.extend(originals[node.name].input)
-                for name in node.input:
-                    if name in floats and name not in present:
-                        result.graph.initializer.append(floats[name])
-                        present.add(name)
+            if node.name not in keep_fp16:
+                continue
+            del node.input[:]
+            for name in originals[node.name].input:
+                if name in floats and name not in present:
+                    # A bias's DequantizeLinear writes the bias's own name: the float copy
+                    # gets a name of its own so the graph defines each name once.
+                    restored = f"{name}.float" if name in produced else name
+                    tensor = onnx.TensorProto()
+                    tensor.CopyFrom(floats[name])
+                    tensor.name = restored
+                    result.graph.initializer.append(tensor)
+                    present.add(restored)
+                    name = restored
+                elif f"{name}.float" in present:
+                    name = f"{name}.float"
+                node.input.append(name)
         _drop_unused(result.graph)
         return result
 

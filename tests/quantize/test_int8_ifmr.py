@@ -1,6 +1,7 @@
 """IFMR, the activation calibration of CANN's PTQ, against hand-computed cases; the emulation's
 activation scales and the simple config the board gets come from the same search."""
 
+import cv2
 import numpy as np
 import onnx
 import pytest
@@ -9,8 +10,10 @@ from edgefuse.errors import InputError
 from edgefuse.quantize import ifmr
 from edgefuse.quantize.ifmr import ActivationSketch, IfmrConfig, fake_quantize, ifmr_search
 from edgefuse.quantize.int8 import write_int8_calibration
+from edgefuse.quantize.int8_emulate import Int8Emulation
+from edgefuse.reference.onnx_runner import run_onnx, with_outputs
 from tests.quantize.graphs import conv_net
-from tests.quantize.test_int8_calibration import PHOTOS, STRETCH
+from tests.quantize.test_int8_calibration import PHOTOS, STRETCH, _photos
 
 
 @pytest.mark.unit
@@ -113,3 +116,17 @@ def test_samples_added_one_at_a_time_give_the_search_over_all_of_them(monkeypatc
     subset = together[::30]
     assert chosen.loss == pytest.approx(float(np.mean(
         (fake_quantize(subset, chosen.scale, chosen.offset) - subset) ** 2)))
+
+
+@pytest.mark.ort
+def test_a_kept_layer_reads_its_float_input_weights_and_bias():
+    samples = [{"x": STRETCH(cv2.imread(str(p)))[0]} for p in _photos()]
+    emulation = Int8Emulation(conv_net(), samples, op_types={"Conv"})
+    kept = emulation.model_keeping(["conv1"])  # conv1 has a bias: its DQ writes the name 'b1'
+    onnx.checker.check_model(kept, full_check=True)
+    fp32 = run_onnx(with_outputs(conv_net(), ["c1"]), samples[0])
+    int8 = run_onnx(with_outputs(kept, ["c1"]), samples[0])
+    np.testing.assert_array_equal(int8["c1"], fp32["c1"])  # conv1 computes in float, as FP32
+    assert not np.array_equal(int8["y"], fp32["y"])  # conv2 is still INT8
+    everything = run_onnx(with_outputs(emulation.model_keeping(), ["c1"]), samples[0])
+    assert not np.array_equal(everything["c1"], fp32["c1"])
