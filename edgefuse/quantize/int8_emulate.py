@@ -57,7 +57,8 @@ class Int8Emulation:
         self.layers = tuple(node.name for node in model.graph.node
                             if node.op_type in op_types and node.name)
         self.ranges = _activation_ranges(model, samples, self.layers, config)
-        self.quantized = _quantize_static(model, samples, sorted(op_types), self.ranges, config)
+        self.quantized = _float_for_the_rest(
+            _quantize_static(model, samples, sorted(op_types), self.ranges, config), self.layers)
 
     def model_keeping(self, keep_fp16: Collection[str] = ()) -> onnx.ModelProto:
         """The QDQ model with the ``keep_fp16`` layers reading their float inputs, weights and
@@ -144,6 +145,29 @@ def _quantize_static(model: onnx.ModelProto, samples: Sequence[Mapping[str, np.n
                                "TensorQuantOverrides": overrides},
             )
         return onnx.load(target)
+
+
+def _float_for_the_rest(model: onnx.ModelProto, layers: Collection[str]) -> onnx.ModelProto:
+    """Give every node other than the quantized layers the float tensor instead of its QDQ copy.
+
+    ONNX Runtime shares one QDQ pair among all readers of a quantized activation, so a residual
+    Add or a ReduceMean reading a Conv's input would compute on INT8-rounded values; on the board
+    only the quantized layer reads the quantized tensor (AMCT's quant op feeds that layer), the
+    rest read FP16."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    float_of = {}
+    for node in model.graph.node:
+        source = producers.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+        if source is not None and source.op_type == "QuantizeLinear":
+            float_of[node.output[0]] = source.input[0]
+    for node in model.graph.node:
+        if node.name in layers or node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        for slot, name in enumerate(node.input):
+            if name in float_of:
+                node.input[slot] = float_of[name]
+    _drop_unused(model.graph)
+    return model
 
 
 def _drop_unused(graph: onnx.GraphProto) -> None:

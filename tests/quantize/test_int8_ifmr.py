@@ -12,7 +12,7 @@ from edgefuse.quantize.ifmr import ActivationSketch, IfmrConfig, fake_quantize, 
 from edgefuse.quantize.int8 import write_int8_calibration
 from edgefuse.quantize.int8_emulate import Int8Emulation
 from edgefuse.reference.onnx_runner import run_onnx, with_outputs
-from tests.quantize.graphs import conv_net
+from tests.quantize.graphs import conv_net, make_model, node
 from tests.quantize.test_int8_calibration import PHOTOS, STRETCH, _photos
 
 
@@ -130,3 +130,32 @@ def test_a_kept_layer_reads_its_float_input_weights_and_bias():
     assert not np.array_equal(int8["y"], fp32["y"])  # conv2 is still INT8
     everything = run_onnx(with_outputs(emulation.model_keeping(), ["c1"]), samples[0])
     assert not np.array_equal(everything["c1"], fp32["c1"])
+
+
+def residual_net(seed: int = 0) -> onnx.ModelProto:
+    """conv1 -> relu -> r1; conv2(r1) + r1 -> y: r1 is read by a quantized Conv and by an Add."""
+    rng = np.random.default_rng(seed)
+    weights = {"w1": (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32),
+               "w2": (rng.standard_normal((8, 8, 1, 1)) * 0.3).astype(np.float32)}
+    nodes = [node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             node("Relu", ["c1"], ["r1"], name="relu1"),
+             node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
+             node("Add", ["c2", "r1"], ["y"], name="add")]
+    return make_model(nodes, {"x": [1, 3, 8, 8]}, {"y": [1, 8, 8, 8]}, weights)
+
+
+@pytest.mark.ort
+@pytest.mark.parametrize("build", [conv_net, residual_net])
+def test_only_the_quantized_layers_read_quantized_tensors(build):
+    samples = [{"x": STRETCH(cv2.imread(str(p)))[0]} for p in _photos()]
+    emulation = Int8Emulation(build(), samples, op_types={"Conv"})
+    graph = emulation.model_keeping().graph
+    dequantized = {n.output[0] for n in graph.node if n.op_type == "DequantizeLinear"}
+    for reader in graph.node:
+        if reader.op_type not in ("Conv", "QuantizeLinear", "DequantizeLinear"):
+            assert not dequantized & set(reader.input), reader.name  # the Add reads r1 itself
+    # Every layer kept: the model is the FP32 model again, to the bit.
+    everything = emulation.model_keeping(emulation.layers)
+    for sample in samples[:2]:
+        np.testing.assert_array_equal(run_onnx(everything, sample)["y"],
+                                      run_onnx(build(), sample)["y"])
