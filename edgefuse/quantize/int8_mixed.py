@@ -146,10 +146,17 @@ def choose_fp16_layers(
     by_name = {node.name: node.op_type for node in emulation.fp32.graph.node}
     sensitivity: list[LayerSensitivity] = []
 
+    unmeasured: list[str] = []
+
     def rank() -> list[Candidate]:
+        """Layers by measured sensitivity; past ``budget_s`` the rest are not measured and
+        follow in graph order (the search then stops at its own time check)."""
         everything = set(emulation.layers)
         for layer in emulation.layers:
             if layer in forced:
+                continue
+            if time.perf_counter() - start > budget_s:
+                unmeasured.append(layer)
                 continue
             keep = everything - {layer}
             sensitivity.append(LayerSensitivity(layer, by_name[layer], runs.metric(keep),
@@ -157,7 +164,9 @@ def choose_fp16_layers(
         ordered = sorted(sensitivity, key=lambda s: (s.metric_alone, -s.output_error, s.node))
         return [Candidate(s.node, s.op_type, 1.0 - s.metric_alone,
                           f"alone INT8: {runs.metric_name} {s.metric_alone:.4f}, output "
-                          f"relative L2 {s.output_error:.3g}") for s in ordered]
+                          f"relative L2 {s.output_error:.3g}") for s in ordered] + [
+            Candidate(layer, by_name[layer], 0.0, "not measured (time budget)")
+            for layer in unmeasured]
 
     search = search_keep_set(
         rank, set(forced), lambda keep: (runs.metric(keep), runs.metric(keep) >= threshold),
@@ -171,7 +180,7 @@ def choose_fp16_layers(
         max_drop=max_drop, passed=mixed >= threshold, keep=keep, kept=kept,
         sensitivity=sorted(sensitivity, key=lambda s: (s.metric_alone, -s.output_error)),
         evaluations=runs.evaluations, seconds=time.perf_counter() - start,
-        stopped_by=search.stopped_by,
+        stopped_by=search.stopped_by or ("time-budget" if unmeasured else None),
         steps=[{"kept": s.kept, "metric": s.min_cosine, "passed": s.passed, "action": s.action}
                for s in search.steps],
         samples=len(samples))

@@ -152,3 +152,11 @@ def test_the_demo_detector_on_its_clip(tmp_path):
     assert mixed.passed and mixed.mixed >= mixed.fp16 - 0.01
     assert set(mixed.keep) <= set(written.keep_fp16)
     assert (tmp_path / "q" / "host_int8.qdq.onnx").is_file()
+
+
+@pytest.mark.ort
+def test_the_time_budget_bounds_the_sensitivity_pass():
+    samples = _samples()
+    emulation = Int8Emulation(sensitive_net(), samples, op_types={"Conv"})
+    cut = choose_fp16_layers(emulation, samples, task="classify", budget_s=1e-9)
+    assert cut.sensitivity == [] and cut.stopped_by == "time-budget" and not cut.passed
