@@ -208,6 +208,11 @@ def write_int8_calibration(
     if auto:
         task = resolve_task(loaded, task)
         max_drop = number_in("max_drop", max_drop, 0.0, 100.0)
+        if not isinstance(max_evaluations, int) or not isinstance(budget_s, (int, float)) or \
+                max_evaluations < 1 or not budget_s > 0:
+            raise InputError("the search needs at least one evaluation and a positive time budget",
+                             context=f"max_evaluations={max_evaluations!r}, budget={budget_s!r}",
+                             reference=Ref.BAD_SEARCH_BUDGET)
     feeds = feed_set(specs, inputs, preprocess=calibration_preprocess(loaded, preprocess))
     stacked = _stack(specs, feeds)
     _refuse_noise(stacked, inputs)

@@ -133,6 +133,10 @@ def test_auto_without_a_task_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(InputError, match="needs the task"):
         write_int8_calibration(sensitive_net(), tmp_path / "q", inputs=PHOTOS,
                                preprocess=STRETCH, keep_fp16=["auto"])
+    with pytest.raises(InputError, match="positive time budget"):
+        write_int8_calibration(sensitive_net(), tmp_path / "q", inputs=PHOTOS,
+                               preprocess=STRETCH, keep_fp16=["auto"], task="classify",
+                               budget_s=0)
     with pytest.raises(InputError, match="none cannot be combined"):
         write_int8_calibration(sensitive_net(), tmp_path / "q", inputs=PHOTOS,
                                preprocess=STRETCH, keep_fp16="none,conv1")
