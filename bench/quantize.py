@@ -10,6 +10,7 @@ nothing kept (every tensor rounded to FP16).
 
     python -m bench.quantize                          # every model, full size
     python -m bench.quantize --variant tiny --models yolov5s,resnet50 --samples 2
+    python -m bench.quantize --int8        # INT8 instead: bench/quantize_int8.py
 
 Prints a table and writes bench/results/quantize.json. The catalogue models carry seeded random
 weights: their detections score low (YOLOv3 peaks near 0.15), so AP is reported with the FP32
@@ -25,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench import quantize_int8
 from bench._harness import MODELS_DIR, RESULTS, ROOT, export_catalogue_model
 from edgefuse.models import CATALOGUE, get_entry
 from edgefuse.verify import verify
@@ -90,12 +92,22 @@ def render(results: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(CATALOGUE), help="comma-separated names")
+    parser.add_argument("--models", help="comma-separated names (default: the catalogue; with "
+                        f"--int8: {','.join(quantize_int8.MODELS)})")
+    parser.add_argument("--int8", action="store_true",
+                        help="benchmark quantize --int8 (bench/quantize_int8.py) instead")
     parser.add_argument("--variant", default="full", choices=("full", "tiny"))
     parser.add_argument("--samples", type=int, default=4, help="random samples for the scores")
     parser.add_argument("--gt-conf", type=float, default=0.1)
-    parser.add_argument("--json", default=str(RESULTS / "quantize.json"))
+    parser.add_argument("--json", help="default bench/results/quantize.json (--int8: "
+                        "quantize_int8.json)")
     args = parser.parse_args()
+    if args.int8:
+        quantize_int8.main((args.models or ",".join(quantize_int8.MODELS)).split(","),
+                           Path(args.json or quantize_int8.DEFAULT_JSON))
+        return
+    args.models = args.models or ",".join(CATALOGUE)
+    args.json = args.json or str(RESULTS / "quantize.json")
     MODELS_DIR.mkdir(parents=True, exist_ok=True)
     results: dict = {"variant": args.variant, "samples": args.samples, "gt_conf": args.gt_conf,
                      "models": {}}

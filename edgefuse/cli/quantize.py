@@ -13,7 +13,14 @@ Examples:
 
 With --int8, -o is a folder: the calibration data (from --inputs, real frames: never noise), the
 simple quantization config (--keep-fp16 layers left unquantized) and ATC's compression config,
-for `compile --int8 FOLDER` (INT8 calibration happens inside ATC, on the FP32 model):
+for `compile --int8 FOLDER` (INT8 calibration happens inside ATC, on the FP32 model). As --fp16
+keeps FP32 layers automatically, --int8 keeps FP16 layers automatically (--keep-fp16 auto, the
+default when the task is known from --task or the model's app info): each layer's INT8 sensitivity
+is measured on the host emulation (IFMR ranges, as CANN calibrates), and the most sensitive stay
+FP16 until the task metric (top-1 / AP50 / mIoU against FP32's decisions) is within --max-drop
+points of FP16's; int8_report.json says what each kept layer buys. The INT8 figures are host
+predictions until a board confirms them (run --record on the board, verify --against):
+  edgefuse quantize net.onnx --int8 --inputs frames/ -o net.int8 --task detect
   edgefuse quantize net.onnx --int8 --inputs frames/ -o net.int8 --keep-fp16 /model.0/conv/Conv
   edgefuse compile net.onnx --soc Ascend310B4 -o build --int8 net.int8
 """
@@ -22,11 +29,15 @@ from __future__ import annotations
 
 import argparse
 
+from edgefuse import model_info
 from edgefuse.cli._session_args import add_inputs_argument
+from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.quantize import DEFAULT_MIN_COSINE, DEFAULT_SAMPLES, quantize
 from edgefuse.quantize.int8 import DEFAULT_INFER_SOC, write_int8_calibration
+from edgefuse.quantize.int8_mixed import DEFAULT_MAX_DROP
 from edgefuse.quantize.policy import render_policy
+from edgefuse.verify.task import TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,9 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="convert to FP16 on the host (the board runs the FP16 ONNX's OM)")
     parser.add_argument("--int8", action="store_true",
                         help="write the INT8 calibration folder ATC quantizes with (-o: a folder)")
-    parser.add_argument("--keep-fp16", nargs="+", default=[], metavar="LAYER",
-                        help="with --int8: ONNX node names of Conv/Gemm/MatMul layers to leave "
-                        "unquantized (FP16 on the board)")
+    parser.add_argument("--keep-fp16", nargs="+", metavar="auto|none|LAYER",
+                        help="with --int8: auto (measured sensitivity, the default when the task "
+                        "is known), none, or ONNX node names of Conv/Gemm/MatMul layers to leave "
+                        "unquantized, FP16 on the board (names may be combined with auto)")
+    parser.add_argument("--task", choices=TASKS,
+                        help="with --int8: the task whose metric gates --keep-fp16 auto "
+                        "(default: the model's app info)")
+    parser.add_argument("--max-drop", type=float, default=DEFAULT_MAX_DROP, metavar="POINTS",
+                        help=f"with --int8: how far the INT8 task metric may fall below FP16's, "
+                        f"in points (default {DEFAULT_MAX_DROP:g})")
     parser.add_argument("--emulate", action="store_true",
                         help="with --int8: also write host_int8.qdq.onnx, the host emulation of "
                         "the board's INT8 (ONNX Runtime QDQ), for verify --per-layer")
@@ -80,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
                          reference=Ref.NO_PRECISION)
     if args.int8:
         return _run_int8(args)
-    if args.keep_fp16:
-        raise InputError("--keep-fp16 applies to --int8", hint="with --fp16 use --keep-fp32",
-                         reference=Ref.BAD_USAGE)
+    if args.keep_fp16 is not None or args.task is not None:
+        raise InputError("--keep-fp16 and --task apply to --int8",
+                         hint="with --fp16 use --keep-fp32", reference=Ref.BAD_USAGE)
     result = quantize(
         args.model,
         output=args.output,
@@ -110,10 +128,14 @@ def _run_int8(args: argparse.Namespace) -> int:
                          "to --fp16 only",
                          hint="--int8 writes its record in the output folder (int8.json)",
                          reference=Ref.BAD_USAGE)
+    keep = _keep_fp16(args)
     written = write_int8_calibration(
-        args.model, args.output, inputs=args.inputs, keep_fp16=args.keep_fp16,
-        infer_soc=args.soc, preprocess=args.preprocess, emulate=args.emulate,
+        args.model, args.output, inputs=args.inputs, keep_fp16=keep,
+        infer_soc=args.soc, preprocess=args.preprocess, emulate=args.emulate, task=args.task,
+        max_drop=args.max_drop, max_evaluations=args.max_evaluations, budget_s=args.budget,
     )
+    if written.mixed is not None:
+        print(written.mixed.render())
     shapes = "; ".join(f"{i.name}: {list(i.shape)}" for i in written.inputs)
     kept = ", ".join(written.keep_fp16) or "none"
     print(f"INT8 calibration: {written.samples} sample(s) from {written.source} ({shapes}); "
@@ -123,4 +145,17 @@ def _run_int8(args: argparse.Namespace) -> int:
     if written.emulated is not None:
         print(f"host emulation of INT8 (a prediction until a board confirms it): edgefuse verify "
               f"{args.model} {args.output}/{written.emulated} --per-layer")
-    return 0
+    return 1 if written.mixed is not None and not written.mixed.passed else 0
+
+
+def _keep_fp16(args: argparse.Namespace) -> list[str]:
+    """--keep-fp16 as given; by default auto when the task is known, else none (said aloud)."""
+    if args.keep_fp16 is not None:
+        return args.keep_fp16
+    if args.task is None:
+        info = model_info.from_onnx(load_model(args.model), args.model)
+        if info is None or info.task is None:
+            print("no task known (--task, or the model's app info): no layers kept FP16 "
+                  "automatically; pass --task to choose them by measured accuracy")
+            return []
+    return ["auto"]

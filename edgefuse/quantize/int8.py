@@ -34,9 +34,15 @@ an offset), repeated ``skip_layers`` (layer names left unquantized, i.e. FP16 on
 ``skip_layer_types`` and ``common_config`` holding ``arq_quantize { channel_wise }`` (weights:
 ARQ, symmetric, one scale per output channel when channel_wise) and ``ifmr_quantize`` (activations:
 IFMR's clipping search, ``search_range_start/end``, ``search_step``, ``max/min_percentile``).
-edgefuse writes CANN's documented defaults explicitly, so the scheme the board uses is on record
-(and is what a host emulation must reproduce): per-channel symmetric weights, per-tensor
-activations with an offset.
+edgefuse writes the IFMR parameters explicitly (CANN's defaults unless changed) from the same
+``IfmrConfig`` the host emulation calibrates with (``edgefuse.quantize.ifmr``), so the scheme the
+board uses is on record and is the one the emulation reproduces: per-channel symmetric weights,
+per-tensor activations with an offset and an IFMR-searched clipping range.
+
+``keep_fp16`` may hold ``auto``: the layers to keep FP16 are then chosen by measured sensitivity
+until the task metric under the host's INT8 emulation is within ``max_drop`` points of FP16's
+(``edgefuse.quantize.int8_mixed``); the choice becomes ``skip_layers`` and ``int8_report.json``
+says what each kept layer buys.
 
 The calibration samples are stacked along the batch axis into one array per input: ``batch_num``
 is 1 and ``input_shape``'s first dimension is the number of samples.
@@ -56,25 +62,28 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from edgefuse import model_info
+from edgefuse._checks import number_in
 from edgefuse._files import publish_directory, temporary_directory_in
 from edgefuse.acl.compile.soc import validate_soc
 from edgefuse.convert.onnx_load import load_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.preprocess import Preprocess
-from edgefuse.quantize.int8_emulate import EMULATED_MODEL, emulate_int8
+from edgefuse.quantize.ifmr import CANN_DEFAULTS, IfmrConfig
+from edgefuse.quantize.int8_emulate import EMULATED_MODEL, Int8Emulation
+from edgefuse.quantize.int8_mixed import DEFAULT_MAX_DROP, MixedInt8Result, choose_fp16_layers
 from edgefuse.reference.feeds import FeedSource, calibration_preprocess, feed_set, input_specs
+from edgefuse.verify.task import TASKS
 
 COMPRESSION_CONFIG = "compression_optimize.cfg"
 SIMPLE_CONFIG = "simple_config.cfg"
 RECORD = "int8.json"
+REPORT = "int8_report.json"
 RECORD_FORMAT = 1
 DEFAULT_INFER_SOC = "Ascend310B4"
 # ONNX op types AMCT quantizes (Conv, Gemm, MatMul, ConvTranspose): the layers --keep-fp16 may
 # name; the INT8 peak of ``edgefuse profile`` applies to these.
 QUANTIZABLE_OP_TYPES = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
-# CANN's defaults for the simple config's algorithms, written out so the scheme is on record.
-IFMR_DEFAULTS = {"search_range_start": 0.7, "search_range_end": 1.3, "search_step": 0.01,
-                 "max_percentile": 0.999999, "min_percentile": 0.999999}
 # Inputs whose neighbouring values along a spatial axis correlate below NOISE_CORRELATION in every
 # sample are refused as noise: camera frames correlate far above it (the test photos, resized to
 # 32x32: 0.66 to 0.83; at 320x320: 0.93 to 0.98; random draws: |r| < 0.01). Below NOISE_MIN_SIZE
@@ -103,6 +112,8 @@ class Int8Calibration:
     samples: int
     source: str
     emulated: str | None = None  # the host emulation's QDQ model, in the folder
+    ifmr: IfmrConfig = CANN_DEFAULTS
+    mixed: MixedInt8Result | None = None  # the automatic choice of layers kept FP16
 
     def to_json(self) -> dict:
         return {
@@ -116,11 +127,21 @@ class Int8Calibration:
             "compression_config": COMPRESSION_CONFIG,
             "host_emulation": None if self.emulated is None else {
                 "model": self.emulated,
-                "note": "ONNX Runtime QDQ with calibration min/max (CANN searches clipping "
-                        "ranges with IFMR): a prediction until a board confirms it"},
+                "note": "ONNX Runtime QDQ, activation ranges from the IFMR search of the simple "
+                        "config: a prediction until a board confirms it (run --record on the "
+                        "board, then verify --against the recording)"},
+            "automatic_keep_fp16": None if self.mixed is None else {
+                "report": REPORT, "task": self.mixed.task, "metric": self.mixed.metric,
+                "fp16": self.mixed.fp16, "int8_all_layers": self.mixed.all_int8,
+                "int8_mixed": self.mixed.mixed, "max_drop_points": self.mixed.max_drop,
+                "passed": self.mixed.passed},
             "simple_config": SIMPLE_CONFIG,
+            "ifmr": {**self.ifmr.proto_fields(),
+                     "activation_offset": self.ifmr.activation_offset},
             "scheme": {"weights": "int8, symmetric, per output channel (ARQ, channel_wise)",
-                       "activations": "int8, per tensor, with an offset (IFMR)"},
+                       "activations": "int8, per tensor, "
+                                      + ("with an offset" if self.ifmr.activation_offset
+                                         else "symmetric") + " (IFMR)"},
         }
 
 
@@ -129,10 +150,15 @@ def write_int8_calibration(
     output_dir: str | os.PathLike[str],
     *,
     inputs: FeedSource | None,
-    keep_fp16: Sequence[str] = (),
+    keep_fp16: str | Sequence[str] = (),
     infer_soc: str = DEFAULT_INFER_SOC,
     preprocess: Preprocess | str | os.PathLike[str] | None = None,
     emulate: bool = False,
+    task: str | None = None,
+    max_drop: float = DEFAULT_MAX_DROP,
+    ifmr: IfmrConfig = CANN_DEFAULTS,
+    max_evaluations: int = 40,
+    budget_s: float = 600.0,
 ) -> Int8Calibration:
     """Write ``output_dir``: one ``input<i>.bin`` per model input (float32, the samples stacked on
     the batch axis), ``simple_config.cfg`` (``keep_fp16`` as ``skip_layers``),
@@ -141,6 +167,10 @@ def write_int8_calibration(
     renamed into place: an existing ``output_dir`` is refused, nothing half-written is left.
     With ``emulate``, also ``host_int8.qdq.onnx``: the host emulation of the board's INT8
     (``int8_emulate``), for ``verify MODEL FOLDER/host_int8.qdq.onnx --per-layer``.
+    ``keep_fp16`` holding ``"auto"`` (with or without layer names, which are then always kept)
+    chooses the layers to keep FP16 by ``task``'s metric (default: the task the model's embedded
+    app info names) within ``max_drop`` points of FP16; it implies ``emulate`` and writes
+    ``int8_report.json``.
     """
     if inputs is None:
         raise InputError(
@@ -172,10 +202,27 @@ def write_int8_calibration(
                      "compile)",
                 reference=Ref.BAD_CALIBRATION_INPUTS,
             )
-    keep = _check_keep_fp16(loaded, keep_fp16)
+    items = _keep_items(keep_fp16)
+    auto = "auto" in items
+    keep = _check_keep_fp16(loaded, [name for name in items if name != "auto"])
+    if auto:
+        task = resolve_task(loaded, task)
+        max_drop = number_in("max_drop", max_drop, 0.0, 100.0)
+        if not isinstance(max_evaluations, int) or not isinstance(budget_s, (int, float)) or \
+                max_evaluations < 1 or not budget_s > 0:
+            raise InputError("the search needs at least one evaluation and a positive time budget",
+                             context=f"max_evaluations={max_evaluations!r}, budget={budget_s!r}",
+                             reference=Ref.BAD_SEARCH_BUDGET)
     feeds = feed_set(specs, inputs, preprocess=calibration_preprocess(loaded, preprocess))
     stacked = _stack(specs, feeds)
     _refuse_noise(stacked, inputs)
+    emulation = Int8Emulation(loaded, feeds, op_types=QUANTIZABLE_OP_TYPES, config=ifmr) \
+        if emulate or auto else None
+    mixed = None
+    if auto:
+        mixed = choose_fp16_layers(emulation, feeds, task=task, forced=keep, max_drop=max_drop,
+                                   max_evaluations=max_evaluations, budget_s=budget_s)
+        keep = mixed.keep
 
     staging = temporary_directory_in(out.parent, f".{out.name}.")
     try:
@@ -187,11 +234,14 @@ def write_int8_calibration(
             entries.append(CalibrationInput(name, file, tuple(array.shape)))
         result = Int8Calibration(out, tuple(entries), keep, soc, len(feeds),
                                  str(inputs) if isinstance(inputs, (str, os.PathLike))
-                                 else "in-memory", EMULATED_MODEL if emulate else None)
-        if emulate:
-            emulated = emulate_int8(loaded, feeds, op_types=QUANTIZABLE_OP_TYPES, keep_fp16=keep)
-            onnx.save(emulated, staging / EMULATED_MODEL)
-        (staging / SIMPLE_CONFIG).write_text(simple_config_text(keep), encoding="utf-8")
+                                 else "in-memory",
+                                 EMULATED_MODEL if emulation is not None else None, ifmr, mixed)
+        if emulation is not None:
+            onnx.save(emulation.model_keeping(keep), staging / EMULATED_MODEL)
+        if mixed is not None:
+            (staging / REPORT).write_text(json.dumps(mixed.to_json(), indent=2) + "\n",
+                                          encoding="utf-8")
+        (staging / SIMPLE_CONFIG).write_text(simple_config_text(keep, ifmr), encoding="utf-8")
         (staging / COMPRESSION_CONFIG).write_text(
             compression_config_text(result.inputs, soc, prefix="./"), encoding="utf-8")
         (staging / RECORD).write_text(json.dumps(result.to_json(), indent=2) + "\n",
@@ -203,14 +253,16 @@ def write_int8_calibration(
     return result
 
 
-def simple_config_text(keep_fp16: Sequence[str]) -> str:
-    """The simple quantization config (calibration_config.proto text format, aoepar_16_077)."""
+def simple_config_text(keep_fp16: Sequence[str], ifmr: IfmrConfig = CANN_DEFAULTS) -> str:
+    """The simple quantization config (calibration_config.proto text format, aoepar_16_077):
+    ``skip_layers`` are ONNX node names, ``ifmr_quantize`` the parameters the host emulation
+    searched with."""
     lines = ["# edgefuse: AMCT simple quantization config (calibration_config.proto)",
-             "batch_num: 1", "activation_offset: true"]
+             "batch_num: 1", f"activation_offset: {str(ifmr.activation_offset).lower()}"]
     lines += [f"skip_layers: {json.dumps(name)}" for name in keep_fp16]
     lines += ["common_config: {", "  arq_quantize: {", "    channel_wise: true", "  }",
               "  ifmr_quantize: {"]
-    lines += [f"    {key}: {value}" for key, value in IFMR_DEFAULTS.items()]
+    lines += [f"    {key}: {value!r}" for key, value in ifmr.proto_fields().items()]
     lines += ["  }", "}"]
     return "\n".join(lines) + "\n"
 
@@ -281,10 +333,36 @@ def read_int8_calibration(folder: str | os.PathLike[str]) -> Int8Calibration:
     return Int8Calibration(path, entries, keep, soc, samples, source, emulated)
 
 
+def resolve_task(model: onnx.ModelProto, task: str | None) -> str:
+    """The task whose metric gates the automatic choice: ``task``, else the model's app info."""
+    if task is None:
+        info = model_info.from_onnx(model, "the model")
+        task = None if info is None else info.task
+    if task not in TASKS:
+        raise InputError(
+            "choosing the layers to keep FP16 automatically needs the task whose metric gates "
+            + ("it" if task is None else f"it; '{task}' is not one of {', '.join(TASKS)}"),
+            hint=f"pass --task {'|'.join(TASKS)} (or name the layers: --keep-fp16 LAYER ..., "
+                 "or none)",
+            reference=Ref.UNKNOWN_TASK)
+    return task
+
+
 def quantizable_layers(model: onnx.ModelProto) -> dict[str, str]:
     """Node name -> op type of the layers ATC's calibration quantizes."""
     return {node.name: node.op_type for node in model.graph.node
             if node.op_type in QUANTIZABLE_OP_TYPES and node.name}
+
+
+def _keep_items(keep_fp16: str | Sequence[str]) -> list[str]:
+    """``keep_fp16`` as a list (a string is comma-separated), ``none`` taken out."""
+    items = keep_fp16.split(",") if isinstance(keep_fp16, str) else list(keep_fp16)
+    items = [item.strip() for item in items if item.strip()]
+    if "none" in items and len(items) > 1:
+        raise InputError("--keep-fp16 none cannot be combined with other entries",
+                         hint="use none, auto, or layer names (optionally with auto)",
+                         reference=Ref.UNKNOWN_KEEP_FP16_LAYER)
+    return [item for item in items if item != "none"]
 
 
 def _check_keep_fp16(model: onnx.ModelProto, names: Sequence[str]) -> tuple[str, ...]:

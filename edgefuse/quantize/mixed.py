@@ -100,7 +100,7 @@ def search_keep_set(
         if key not in seen:
             if len(seen) >= max_evaluations:
                 raise _Budget("max-evaluations")
-            if time.perf_counter() - start > budget_s:
+            if seen and time.perf_counter() - start > budget_s:  # the first always runs
                 raise _Budget("time-budget")
             seen[key] = evaluate(forced | key)
             steps.append(SearchStep(len(key), seen[key][0], seen[key][1], action))
