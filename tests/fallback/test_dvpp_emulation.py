@@ -178,11 +178,14 @@ def test_the_board_refusals(detector_builds, tmp_path):
 
 
 class RecordingSink(Sink):
-    def __init__(self) -> None:
-        self.results = []
+    def __init__(self, needs_image=False) -> None:
+        self.results, self.images = [], []
+        self.needs_image = needs_image
 
     def write(self, result, image):
         self.results.append(result)
+        if image is not None:
+            self.images.append(image)
 
 
 def test_decode_choice():
@@ -224,7 +227,7 @@ def test_the_dvpp_source_feeds_the_pipeline(detector_builds):
         Pipeline(source, sim, [sink], max_frames=5, report_every=None).run(concurrent=False)
         results = sink.results
         assert [r.index for r in results] == [0, 2, 4, 6, 8]
-        assert results[0].frame.image.shape == (240, 320, 3)  # for the sinks
+        assert results[0].frame.size == (320, 240)
         vpc = emu.EmulatedVpc(spec, SOC)
         pictures = [p for p, _ in emu.decoded_pictures(clip, SOC)]
         for result in results:
@@ -234,6 +237,39 @@ def test_the_dvpp_source_feeds_the_pipeline(detector_builds):
         with pytest.raises(InputError, match="limited-range YUV but the build's AIPP CSC"):
             with Detector.open(folder / "jpeg_csc", backends="sim") as wrong:
                 DvppSource(clip, wrong.plan, SOC)
+
+
+def test_the_bgr_frame_is_made_only_for_a_sink_that_draws(detector_builds, monkeypatch):
+    """No sink that draws, saves or shows: no YUV420SP -> BGR conversion at all (the JSON
+    Lines record's size comes without one); a drawing sink: one per frame, equal to OpenCV's
+    NV12 conversion of the decoded picture."""
+    from edgefuse.vision.detect.detector import Detector  # noqa: PLC0415
+    from edgefuse.vision.streams.dvpp_source import DvppSource  # noqa: PLC0415
+    from edgefuse.vision.streams.pipeline import Pipeline  # noqa: PLC0415
+    from edgefuse.vision.streams.sinks import frame_record  # noqa: PLC0415
+
+    folder, _, clip = detector_builds
+    pictures = [p for p, _ in emu.decoded_pictures(clip, SOC)]
+    converted = []
+    to_bgr = emu.DevicePicture.to_bgr
+    monkeypatch.setattr(emu.DevicePicture, "to_bgr",
+                        lambda picture: converted.append(1) or to_bgr(picture))
+    with Detector.open(folder / "yuv", backends="sim") as sim:
+        for draws, made in ((False, 0), (True, 4)):
+            converted.clear()
+            sink = RecordingSink(needs_image=draws)
+            pipeline = Pipeline(DvppSource(clip, sim.plan, SOC), sim, [sink], max_frames=4,
+                                report_every=None)
+            summary = pipeline.run(concurrent=False)
+            assert summary.stats.counters.get("bgr_conversions", 0) == len(converted) == made
+            assert frame_record(sink.results[0], sim.describe)["size"] == {"width": 320,
+                                                                            "height": 240}
+        cv2 = optional("cv2")
+        luma, chroma = pictures[3].planes()
+        nv12 = np.concatenate([luma, chroma.reshape(120, -1)])
+        expected = cv2.cvtColor(np.ascontiguousarray(nv12), cv2.COLOR_YUV2BGR_NV12)
+        assert len(sink.images) == 4
+        np.testing.assert_array_equal(sink.results[3].frame.image, expected)
 
 
 def test_the_detection_app_runs_with_decode_dvpp_on_sim(detector_builds, tmp_path, capsys):

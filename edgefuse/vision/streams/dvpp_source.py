@@ -5,7 +5,9 @@ Why a source and not a preprocessing step: with DVPP the frame never exists as B
 before the model; the decode (VDEC/JPEGD) and the letterbox (VPC) happen where the frame is
 read, and the model's input comes with the frame (``Frame.device_input``); the pipeline's
 preprocess stage only names the feed. The BGR image a sink draws on is converted from the
-decoded picture (on the board a VPC colour conversion; here OpenCV's NV12 -> BGR).
+decoded picture only when something reads ``frame.image`` (a drawing, saving or showing sink, an
+event snapshot): a run whose sinks only record (JSON Lines, MQTT, /metrics) converts nothing.
+Each conversion is counted in the stream's stats (``bgr_conversions``).
 
 ``decide`` turns the config's ``decode: dvpp|cpu|auto`` into the decoder: ``auto`` is DVPP on
 the ``acl`` backend where pyACL's media API (``acl.himpi``) imports, else the CPU; ``dvpp`` on
@@ -23,7 +25,7 @@ from typing import Any
 
 from edgefuse.errors import InputError, Ref
 from edgefuse.fallback import dvpp_emulation as emulation
-from edgefuse.vision.streams.frames import Frame
+from edgefuse.vision.streams.frames import DeferredImage, Frame
 from edgefuse.vision.streams.sources import STREAM_SCHEMES, Source
 
 DECODES = ("auto", "cpu", "dvpp")
@@ -95,11 +97,17 @@ class DvppSource(Source):
         picture, pts = got
         model_input, geometry = self._vpc.letterbox(picture)
         index, self._next = self._next, self._next + 1
+        size = (picture.picture.width, picture.picture.height)
         if self.frame_size is None:
-            self.frame_size = (picture.picture.width, picture.picture.height)
-        return Frame(index, picture.to_bgr(), time.time(), time.perf_counter(), pts=pts,
+            self.frame_size = size
+        image = DeferredImage(size, lambda: self._to_bgr(picture))
+        return Frame(index, image, time.time(), time.perf_counter(), pts=pts,
                      decode_s=time.perf_counter() - start,
                      device_input=(model_input, geometry))
+
+    def _to_bgr(self, picture: emulation.DevicePicture) -> Any:
+        self._count("bgr_conversions")
+        return picture.to_bgr()
 
     def close(self) -> None:
         super().close()
