@@ -165,8 +165,9 @@ def test_the_board_refusals(detector_builds, tmp_path):
     with pytest.raises(InputError, match="is mpeg4; VDEC decodes H.264/H.265"):
         next(emu.decoded_pictures(SAMPLE_CLIP, SOC))
     with pytest.raises(InputError, match="limited-range YUV but the build's AIPP CSC is 'jpeg'"):
-        emu.check_colour_range(AippSpec(input_format="YUV420SP", source_size=(256, 256)), clip)
-    emu.check_colour_range(spec, clip)
+        emu.check_colour_range(AippSpec(input_format="YUV420SP", source_size=(256, 256)), clip,
+                               full=False)  # the clip's H.264: limited range (Demuxer says)
+    emu.check_colour_range(spec, clip, full=False)
     with pytest.raises(InputError, match="DVPP hands YUV420SP"):
         emu.EmulatedVpc(AippSpec(input_format="BGR888", source_size=(64, 64)), SOC)
     from edgefuse.vision.detect.detector import Detector  # noqa: PLC0415
@@ -200,7 +201,7 @@ def test_decode_choice():
     assert decide("cpu", "acl", Plan, clip) == "cpu"
     with pytest.raises(InputError, match="needs the board's media units.*on cpu"):
         decide("dvpp", "cpu", Plan, clip)
-    with pytest.raises(InputError, match="decodes video files and streams; '0'"):
+    with pytest.raises(InputError, match="decodes video files, JPEG images and streams; '0'"):
         decide("dvpp", "sim", Plan, 0)
     assert decide("dvpp", "sim", Plan, "rtsp://camera/stream") == "dvpp"
 
@@ -285,3 +286,74 @@ def test_the_detection_app_runs_with_decode_dvpp_on_sim(detector_builds, tmp_pat
     config.write_text(config.read_text().replace("backend: [sim]", "backend: [cpu]"))
     assert main(["detect", "--config", str(config)]) == 2
     assert "decode: dvpp needs the board's media units" in capsys.readouterr().err
+
+
+def test_decode_dvpp_on_the_board_runs_through_the_media_stand_in(detector_builds, tmp_path,
+                                                                   standin, capsys):
+    """`edgefuse detect --backend acl --decode dvpp`, the apps' own entry, with the pyACL and
+    media stand-ins: the board path (demux to Annex-B, VDEC send/receive with a picture pool,
+    VPC letterbox into the model input, the AIPP build on acl) writes the same detections as the
+    ``sim`` emulation, frame for frame, and leaves nothing allocated."""
+    import dataclasses  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    from acl_standin import FakeOm, FakeTensor  # noqa: PLC0415
+    from himpi_standin import HimpiStandIn  # noqa: PLC0415
+
+    from edgefuse.cli.main import main  # noqa: PLC0415
+    from edgefuse.manifest import read_manifest, write_manifest  # noqa: PLC0415
+    from edgefuse.runtime import open_session  # noqa: PLC0415
+
+    folder, _, clip = detector_builds
+    build = tmp_path / "board"
+    shutil.copytree(folder / "yuv", build)
+    manifest = read_manifest(build, check_files=False)
+    standin.himpi = HimpiStandIn(acl=standin)
+    with open_session(folder / "yuv", backends="sim") as sim:
+        (height, width) = manifest.inputs[0].shape[1:]
+        om = FakeOm(inputs=[FakeTensor(manifest.inputs[0].name, (1, height * 2 // 3, width, 3),
+                                       np.dtype(np.uint8), aipp_format="YUV420SP_U8")],
+                    outputs=[FakeTensor(o.name, tuple(o.shape), np.dtype(o.dtype))
+                             for o in manifest.outputs],
+                    compute=lambda feeds: list(sim.run({
+                        manifest.inputs[0].name: feeds[manifest.inputs[0].name].reshape(
+                            1, height, width)}).values()))
+        standin.register_model(build / "model.om", om)
+        write_manifest(build, dataclasses.replace(manifest, om="model.om"))
+        runs = {}
+        for backend, model in (("acl", build), ("sim", folder / "yuv")):
+            out = tmp_path / f"{backend}.jsonl"
+            assert main(["detect", "--model", str(model), "--source", str(clip), "--backend",
+                         backend, "--decode", "dvpp", "--max-frames", "12", "--jsonl",
+                         str(out)]) == 0
+            runs[backend] = [{k: v for k, v in json.loads(line).items()
+                              if k not in ("time", "mono", "timings_ms", "latency_ms")}
+                             for line in out.read_text().splitlines()]
+    assert len(runs["acl"]) == 12 and runs["acl"] == runs["sim"]
+    assert sum(len(r["detections"]) for r in runs["acl"]) > 12
+    himpi = standin.himpi
+    assert himpi.calls.count("vdec_send_stream") >= 12 and "vpc_crop_resize_paste" in himpi.calls
+    assert not himpi.initialised and not himpi.memory and not himpi.vdec  # all given back
+
+
+def test_decode_on_the_board_without_the_media_api(standin, caplog):
+    """pyACL without ``acl.himpi``: dvpp is refused with what to install; auto decodes on the
+    CPU and says why once; with the media API, auto is DVPP."""
+    from himpi_standin import HimpiStandIn  # noqa: PLC0415
+
+    from edgefuse.vision.streams import dvpp_source  # noqa: PLC0415
+
+    class Plan:
+        yuv, canvas = AippSpec(input_format="YUV420SP", source_size=(64, 64)), None
+
+    clip = str(SAMPLE_CLIP)
+    with pytest.raises(InputError, match="needs pyACL's media API.*no media API.*NNRT"):
+        dvpp_source.decide("dvpp", "acl", Plan, clip)
+    dvpp_source._said.clear()
+    with caplog.at_level("WARNING"):
+        assert [dvpp_source.decide("auto", "acl", Plan, clip) for _ in range(3)] == ["cpu"] * 3
+    said = [r.message for r in caplog.records if "decode: auto" in r.message]
+    assert len(said) == 1 and "media API" in said[0]
+    standin.himpi = HimpiStandIn()
+    assert dvpp_source.decide("auto", "acl", Plan, clip) == "dvpp"
