@@ -55,11 +55,24 @@ class DevicePicture:
         chroma = chroma[:pic.height // 2, :pic.width].reshape(pic.height // 2, pic.width // 2, 2)
         return luma, chroma
 
-    def to_bgr(self) -> np.ndarray:
-        """The frame for drawing and saving (what a sink fetches from the device)."""
+    def to_bgr(self, full_range: bool = False) -> np.ndarray:
+        """The frame for drawing and saving (what a sink fetches from the device), read as
+        the range it was decoded in (``full_range``: a JPEG's)."""
         luma, chroma = self.planes()
+        return bgr_from_planes(luma, chroma, full_range)
+
+
+def bgr_from_planes(luma: np.ndarray, chroma: np.ndarray, full_range: bool) -> np.ndarray:
+    """BGR from YUV420SP planes. OpenCV's NV12 conversion is BT.601 limited range (a camera's
+    H.264); a JPEG's YUV is full range (JFIF), which OpenCV's YCrCb conversion reads."""
+    if not full_range:
         packed = np.concatenate([luma, chroma.reshape(luma.shape[0] // 2, -1)])
         return cv2().cvtColor(np.ascontiguousarray(packed), cv2().COLOR_YUV2BGR_NV12)
+    height, width = luma.shape
+    up = cv2().resize(np.ascontiguousarray(chroma), (width, height),
+                      interpolation=cv2().INTER_LINEAR)
+    ycrcb = np.dstack([luma, up[..., 1], up[..., 0]])
+    return cv2().cvtColor(ycrcb, cv2().COLOR_YCrCb2BGR)
 
 
 def lay_out(nv12: np.ndarray, width: int, height: int, soc: str, unit: str) -> DevicePicture:
@@ -179,16 +192,15 @@ def check_colour_range(spec: AippSpec, path: str | Path, full: bool) -> None:
 
 
 def nv12_from_bgr(image: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """A BGR frame decoded on the CPU as packed NV12 [1.5h, w] (full-range BT.601, JPEG's own
-    YUV), cropped to even sizes (YUV420SP's); with its width and height."""
+    """A JPEG decoded on the CPU back in JPEG's own YUV (full-range BT.601, JFIF: OpenCV's
+    YCrCb; its NV12 conversion would be limited range), as packed NV12 [1.5h, w] cropped to
+    even sizes (YUV420SP's), chroma averaged over 2x2; with its width and height."""
     height, width = image.shape[0] - image.shape[0] % 2, image.shape[1] - image.shape[1] % 2
-    i420 = cv2().cvtColor(np.ascontiguousarray(image[:height, :width]),
-                          cv2().COLOR_BGR2YUV_I420)
-    quarter = height // 4
-    u = i420[height:height + quarter].reshape(height // 2, width // 2)
-    v = i420[height + quarter:].reshape(height // 2, width // 2)
-    return (np.concatenate([i420[:height], np.stack([u, v], -1).reshape(height // 2, width)]),
-            width, height)
+    ycrcb = cv2().cvtColor(np.ascontiguousarray(image[:height, :width]),
+                           cv2().COLOR_BGR2YCrCb)
+    chroma = cv2().resize(ycrcb[..., 1:], (width // 2, height // 2),
+                          interpolation=cv2().INTER_AREA)[..., ::-1]  # Cb, Cr: NV12's U, V
+    return np.concatenate([ycrcb[..., 0], chroma.reshape(height // 2, width)]), width, height
 
 
 def cpu_jpeg(data: bytes) -> np.ndarray | None:
@@ -206,9 +218,11 @@ class EmulatedUnits:
         self._vpc = EmulatedVpc(spec, soc, pad_value=pad_value, center=center,
                                 rounding=rounding)
         self._decoder: EmulatedDecoder | None = None
+        self._full_range = False
 
-    def start(self, codec: str, size: tuple[int, int]) -> None:
+    def start(self, codec: str, size: tuple[int, int], full_range: bool) -> None:
         self._decoder = EmulatedDecoder(codec, self.soc)
+        self._full_range = full_range
 
     def decode(self, data: bytes, seconds: float | None) -> list[tuple[DevicePicture, Any]]:
         if self._decoder is None:
@@ -231,7 +245,7 @@ class EmulatedUnits:
         return picture.picture.width, picture.picture.height
 
     def bgr(self, picture: DevicePicture) -> np.ndarray:
-        return picture.to_bgr()
+        return picture.to_bgr(self._full_range)
 
     def release(self, picture: DevicePicture) -> None:
         """Nothing to give back on the host (the board returns the buffer to its pool)."""

@@ -8,10 +8,10 @@ still caught here) and raises ``StandInViolation`` (an AssertionError: a bug in 
   ``vdec_get_frame`` with nothing sent; a frame not released before the next; a channel destroyed
   while receiving; ``sys_exit`` with channels or memory alive;
 - channels: VDEC/JPEGD ids outside [0, 128) or created twice (aclcppdevg_03_0688);
-- pictures: YUV420SP width/height odd, width stride below the width, height stride not the height
-  2-aligned (VPC约束说明, DK A2 aclcppdevg_03_0963), a buffer smaller than stride_w * stride_h *
-  3 / 2 or larger than its allocation, an empty stream packet, paste offsets odd, a pasted region
-  outside the destination.
+- pictures: YUV420SP width/height odd, width stride below the width, height stride below the
+  height or odd (VPC约束说明, DK A2 aclcppdevg_03_0963 / aclpythondevg_01_0283), a buffer
+  smaller than stride_w * stride_h * 3 / 2 or larger than its allocation, an empty stream
+  packet, paste offsets odd, a pasted region outside the destination.
 - streams: an H.264/H.265 packet that is not Annex-B (no start code: an MP4's length-prefixed
   frame sent as it is), a packet buffer sent again before ``vdec_get_frame`` gave it back
   (aclpythondevg_01_0493); a JPEG JPEGD cannot decode ("JPEGD功能及约束说明" aclpythondevg_01_0476:
@@ -184,7 +184,9 @@ class HimpiStandIn:
     def _yuv420sp(self, width, height, stride_w, stride_h, size, address, what) -> None:
         if width % 2 or height % 2:
             raise StandInViolation(f"{what}: YUV420SP {width}x{height} must be even")
-        if stride_w < max(width, 10) or stride_h != height + height % 2:
+        # "宽stride无对齐要求,与宽相同即可" (DK A2 VPC约束说明, aclpythondevg_01_0283): a stride
+        # at least the size (a JPEGD picture's 64/16-aligned strides included), the height's even
+        if stride_w < max(width, 10) or stride_h < max(height, 6) or stride_h % 2:
             raise StandInViolation(f"{what}: stride {stride_w}x{stride_h} for {width}x{height}")
         if size < stride_w * stride_h * 3 // 2:
             raise StandInViolation(f"{what}: buffer {size} < stride_w * stride_h * 3/2")
@@ -242,11 +244,19 @@ class HimpiStandIn:
         if stream["addr"] in {s["addr"] for s in state["streams"]}:
             raise StandInViolation("a packet buffer sent again before vdec_get_frame gave it "
                                    "back")
-        self._yuv420sp(info["width"], info["height"], info["width_stride"],
-                       info["height_stride"], info["buffer_size"], info["vir_addr"], "VDEC out")
-        if state["codec"] == "mjpeg" and (info["width_stride"] % 64 or info["height_stride"] % 16):
-            raise StandInViolation(f"JPEGD output stride {info['width_stride']}x"
-                                   f"{info['height_stride']}: 64- and 16-aligned")
+        if state["codec"] == "mjpeg":  # JPEGD: strides the width 64- and height 16-aligned
+            width, height = info["width"], info["height"]
+            if (width % 2 or height % 2 or info["width_stride"] != -(-width // 64) * 64
+                    or info["height_stride"] != -(-height // 16) * 16
+                    or info["buffer_size"] < info["width_stride"] * info["height_stride"] * 3 // 2
+                    or info["buffer_size"] > self.memory.get(info["vir_addr"], 0)):
+                raise StandInViolation(f"JPEGD out: {width}x{height} stride "
+                                       f"{info['width_stride']}x{info['height_stride']} buffer "
+                                       f"{info['buffer_size']}")
+        else:
+            self._yuv420sp(info["width"], info["height"], info["width_stride"],
+                           info["height_stride"], info["buffer_size"], info["vir_addr"],
+                           "VDEC out")
         state["streams"].append(dict(stream))
         state["outs"].append(info)
         if state["decoder"] is None:  # no pixels: one picture per frame sent

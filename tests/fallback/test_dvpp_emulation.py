@@ -254,7 +254,7 @@ def test_the_bgr_frame_is_made_only_for_a_sink_that_draws(detector_builds, monke
     converted = []
     to_bgr = emu.DevicePicture.to_bgr
     monkeypatch.setattr(emu.DevicePicture, "to_bgr",
-                        lambda picture: converted.append(1) or to_bgr(picture))
+                        lambda picture, full=False: converted.append(1) or to_bgr(picture, full))
     with Detector.open(folder / "yuv", backends="sim") as sim:
         for draws, made in ((False, 0), (True, 4)):
             converted.clear()

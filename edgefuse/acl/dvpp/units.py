@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from edgefuse._cv import cv2
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.dvpp import geometry
 from edgefuse.acl.dvpp.board import BoardDvpp, DeviceBuffer
@@ -30,7 +29,7 @@ from edgefuse.acl.dvpp.jpeg import read_header
 from edgefuse.acl.resources import RUNTIME, CurrentContext, Resources
 from edgefuse.acl.return_codes import check
 from edgefuse.errors import BackendUnavailableError, ToolError
-from edgefuse.fallback.dvpp_emulation import nv12_from_bgr
+from edgefuse.fallback.dvpp_emulation import bgr_from_planes, nv12_from_bgr
 from edgefuse.preprocess import Geometry
 
 PTS_UNITS = 1_000_000  # a packet's time through VDEC, in microseconds
@@ -90,17 +89,20 @@ class BoardUnits:
             self._resources.release_after_error()
             raise
         self._pool: list[DeviceBuffer] = []
+        self._held: set[int] = set()  # pictures whose frames may still want their image
+        self._closing = False
         self._picture: geometry.Picture | None = None
         self._codec: str | None = None
+        self._full_range = False
 
     @property
     def model_buffer(self) -> DeviceBuffer:
         """The DVPP buffer VPC letterboxes into (the model's YUV420SP input)."""
         return self._model
 
-    def start(self, codec: str, size: tuple[int, int]) -> None:
+    def start(self, codec: str, size: tuple[int, int], full_range: bool) -> None:
         self._context.make_current(self._acl)
-        self._codec = codec
+        self._codec, self._full_range = codec, full_range
         self._dvpp.open_vdec(DECODE_CHANNEL, codec, *size)
         self._resize_pool(size)
 
@@ -147,33 +149,45 @@ class BoardUnits:
         return picture.buffer.picture.width, picture.buffer.picture.height
 
     def bgr(self, picture: BoardPicture) -> np.ndarray:
-        """The picture as BGR on the host (downloaded, then OpenCV's NV12 conversion)."""
+        """The picture as BGR on the host (downloaded, then converted in its range)."""
         self._context.make_current(self._acl)
         pic = picture.buffer.picture
         data = self._dvpp.download(picture.buffer, np.empty(pic.size, np.uint8))
         luma = data[:pic.stride_w * pic.stride_h].reshape(pic.stride_h, pic.stride_w)
         chroma = data[pic.stride_w * pic.stride_h:].reshape(pic.stride_h // 2, pic.stride_w)
-        nv12 = np.concatenate([luma[:pic.height, :pic.width],
-                               chroma[:pic.height // 2, :pic.width]])
-        return cv2().cvtColor(np.ascontiguousarray(nv12), cv2().COLOR_YUV2BGR_NV12)
+        chroma = chroma[:pic.height // 2, :pic.width].reshape(pic.height // 2, pic.width // 2, 2)
+        return bgr_from_planes(luma[:pic.height, :pic.width], chroma, self._full_range)
 
     def keep_until(self, owner: object, picture: BoardPicture) -> None:
         """Give ``picture``'s buffer back when ``owner`` (the frame's deferred image) is gone."""
+        self._held.add(picture.buffer.address)
         weakref.finalize(owner, self.release, picture)
 
     def release(self, picture: BoardPicture) -> None:
         """A picture no longer needed: its buffer back to the pool (or freed if it no longer
-        fits the stream)."""
+        fits the stream); the last one held after ``close`` ends the media session."""
         buffer = picture.buffer
+        self._held.discard(buffer.address)
         if self._dvpp.closed:
             return
-        if buffer.picture == self._picture:
+        if buffer.picture == self._picture and not self._closing:
             self._pool.append(buffer)
         else:
             self._context.make_current(self._acl)
             self._dvpp.free(buffer)
+        if self._closing and not self._held:
+            self._tear_down()
 
     def close(self) -> None:
+        """Ends the media session; while frames still hold pictures (a sink may yet draw the
+        last frames of a file), it ends when the last of them is released."""
+        self._closing = True
+        if not self._held:
+            self._tear_down()
+
+    def _tear_down(self) -> None:
+        if self._dvpp.closed:
+            return
         self._context.make_current(self._acl)
         self._pool = []
         self._resources.release_all()

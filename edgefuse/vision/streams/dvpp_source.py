@@ -119,7 +119,7 @@ class DvppSource(Source):
             self._demuxer = Demuxer(location)
             emulation.check_colour_range(plan.yuv, location, self._demuxer.full_range)
             self.fps = self._demuxer.fps if self._demuxer.codec != "mjpeg" else None
-            self._units.start(self._demuxer.codec, self._demuxer.size)
+            self._units.start(self._demuxer.codec, self._demuxer.size, self._demuxer.full_range)
         except BaseException:
             self._units.close()
             raise
