@@ -52,7 +52,7 @@ from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
 from edgefuse.vision.model.adapter import VisionModel
 from edgefuse.vision.serve.state import DEFAULT_STALL_S
 from edgefuse.vision.streams.batching import Batcher, describe_sizes, plan_batches
-from edgefuse.vision.streams.dvpp_source import DvppSource, decide, open_units
+from edgefuse.vision.streams.dvpp_source import decide, open_dvpp_source, open_units
 from edgefuse.vision.streams.multi import MultiPipeline, MultiSummary, Stream
 from edgefuse.vision.streams.recording import Recording, Recordings
 from edgefuse.vision.streams.sinks import (
@@ -226,8 +226,9 @@ def open_sources(plans: list[StreamPlan], resources: contextlib.ExitStack, decod
         if chosen == "dvpp":
             soc = (model_source.manifest.soc if model_source.manifest else None) or DVPP_SOC
             units = open_units(task.session.backend, task.plan, soc, device_id)
-            source: Source = DvppSource(plan.source, task.plan, soc, stride=plan.stride,
-                                        units=units)
+            source: Source = open_dvpp_source(plan.source, task.plan, units, soc,
+                                              stride=plan.stride, live=plan.live,
+                                              reconnect=plan.reconnect)
         else:
             source = open_source(plan.source, stride=plan.stride, live=plan.live,
                                  reconnect=plan.reconnect, camera=plan.camera)

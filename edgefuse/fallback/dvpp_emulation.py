@@ -149,13 +149,18 @@ class EmulatedDecoder:
         self._av, self.soc = av, soc
         self.unit = "jpegd_out" if codec in JPEGD_CODECS else "vdec_out"
         self._context = av.CodecContext.create(codec, "r")
+        self.failed = 0  # packets the decoder refused (VDEC's frame_flag != 0)
 
     def decode(self, data: bytes, seconds: float | None = None
                ) -> list[tuple[DevicePicture, float | None]]:
         packet = self._av.Packet(data)
         if seconds is not None:
             packet.pts = round(seconds * PTS_UNITS)
-        return self._pictures(self._context.decode(packet))
+        try:
+            return self._pictures(self._context.decode(packet))
+        except self._av.error.InvalidDataError:
+            self.failed += 1
+            return []
 
     def flush(self) -> list[tuple[DevicePicture, float | None]]:
         """The pictures the decoder still holds at the end of the stream."""
@@ -223,6 +228,13 @@ class EmulatedUnits:
     def start(self, codec: str, size: tuple[int, int], full_range: bool) -> None:
         self._decoder = EmulatedDecoder(codec, self.soc)
         self._full_range = full_range
+
+    @property
+    def failed(self) -> int:
+        return self._decoder.failed if self._decoder is not None else 0
+
+    def stop(self) -> None:
+        self._decoder = None
 
     def decode(self, data: bytes, seconds: float | None) -> list[tuple[DevicePicture, Any]]:
         if self._decoder is None:

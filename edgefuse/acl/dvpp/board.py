@@ -137,6 +137,21 @@ class BoardDvpp:
         self._vdec_unit = "jpegd_out" if codec == "mjpeg" else "vdec_out"
         self._vdec_channels.add(channel)
 
+    def close_vdec(self) -> list[DeviceBuffer]:
+        """Stop and destroy the decode channel (a stream that dropped: the next connection
+        starts a new one); returns the pictures it still held, the caller's again."""
+        if self._vdec is None:
+            return []
+        channel, self._vdec = self._vdec, None
+        for name in ("vdec_stop_recv_stream", "vdec_destroy_chn"):
+            self._undo.remove((name, (channel,)))
+            self._call(name, channel)
+        self._vdec_channels.discard(channel)
+        held, self._in_flight = list(self._in_flight.values()), {}
+        self._free_streams.extend(self._busy_streams.values())
+        self._busy_streams = {}
+        return held
+
     def send(self, data: bytes, out: DeviceBuffer, pts: int = 0) -> None:
         """One whole coded frame (host bytes) to the decoder, with the picture it may fill
         (vdec_send_stream: aclpythondevg_01_0492); its picture comes from ``receive``."""

@@ -94,6 +94,7 @@ class BoardUnits:
         self._picture: geometry.Picture | None = None
         self._codec: str | None = None
         self._full_range = False
+        self.failed = 0  # pictures VDEC/JPEGD flagged as not decoded (frame_flag != 0)
 
     @property
     def model_buffer(self) -> DeviceBuffer:
@@ -105,6 +106,12 @@ class BoardUnits:
         self._codec, self._full_range = codec, full_range
         self._dvpp.open_vdec(DECODE_CHANNEL, codec, *size)
         self._resize_pool(size)
+
+    def stop(self) -> None:
+        """The stream ended or dropped: its decode channel goes (``start`` opens the next)."""
+        self._context.make_current(self._acl)
+        self._pool.extend(buffer for buffer in self._dvpp.close_vdec()
+                          if buffer.picture == self._picture)
 
     def decode(self, data: bytes, seconds: float | None) -> list[tuple[BoardPicture, Any]]:
         self._context.make_current(self._acl)
@@ -200,6 +207,7 @@ class BoardUnits:
 
     def _picture_of(self, got: Any) -> list[tuple[BoardPicture, Any]]:
         if not got.ok:  # a frame VDEC could not decode: its buffer back, nothing to show
+            self.failed += 1
             self.release(BoardPicture(got.buffer, None))
             return []
         seconds = got.pts / PTS_UNITS

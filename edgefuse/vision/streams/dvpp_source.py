@@ -22,16 +22,24 @@ import collections
 import importlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edgefuse.acl.dvpp import jpeg
+from edgefuse.acl.dvpp import jpeg as jpeg_rules
 from edgefuse.acl.dvpp.demux import Demuxer
 from edgefuse.acl.dvpp.units import BoardUnits, media_api
 from edgefuse.errors import BackendUnavailableError, InputError, Ref
 from edgefuse.fallback import dvpp_emulation as emulation
 from edgefuse.vision.streams.frames import DeferredImage, Frame
-from edgefuse.vision.streams.sources import IMAGE_SUFFIXES, STREAM_SCHEMES, Source
+from edgefuse.vision.streams.mjpeg_http import MjpegDevice, NotMjpeg, whole_jpeg
+from edgefuse.vision.streams.sources import (
+    IMAGE_SUFFIXES,
+    STREAM_SCHEMES,
+    LiveSource,
+    Reconnect,
+    Source,
+)
 
 log = logging.getLogger(__name__)
 
@@ -159,34 +167,14 @@ class DvppSource(Source):
         return self._ready.popleft()
 
     def _decode(self, data: bytes, seconds: float | None) -> list[tuple[Any, Any]]:
-        """One coded frame through the unit; a JPEG JPEGD cannot take decodes on the CPU
-        instead (counted: ``jpegd_fallbacks``), one that no decoder reads is counted in
-        ``decode_errors`` and skipped."""
-        if self._jpeg and (why := jpeg.jpegd_refusal(data)) is not None:
-            image = emulation.cpu_jpeg(data)
-            if image is None:
-                self._count("decode_errors")
-                return []
-            self._count("jpegd_fallbacks")
-            log.debug("%s: decoded on the CPU: %s", self.name, why)
-            return [self._units.from_cpu(image, seconds)]
-        return self._units.decode(data, seconds)
+        return decode_coded(self._units, data, seconds, jpeg=self._jpeg, count=self._count,
+                            name=self.name)
 
     def _frame(self, index: int, picture: Any, seconds: Any, decode_s: float) -> Frame:
-        model_input, geometry = self._units.letterbox(picture)
-        size = self._units.size(picture)
+        frame = device_frame(self._units, index, picture, seconds, decode_s, self._count)
         if self.frame_size is None:
-            self.frame_size = size
-        image = DeferredImage(size, lambda: self._to_bgr(picture))
-        keep = getattr(self._units, "keep_until", None)
-        if keep is not None:
-            keep(image, picture)
-        return Frame(index, image, time.time(), time.perf_counter(), pts=seconds,
-                     decode_s=decode_s, device_input=(model_input, geometry))
-
-    def _to_bgr(self, picture: Any) -> Any:
-        self._count("bgr_conversions")
-        return self._units.bgr(picture)
+            self.frame_size = frame.size
+        return frame
 
     def close(self) -> None:
         if not self._finished:
@@ -194,3 +182,170 @@ class DvppSource(Source):
             self._demuxer.close()
             self._units.close()
         super().close()
+
+
+def decode_coded(units: Any, data: bytes, seconds: float | None, *, jpeg: bool,
+                 count: Callable[..., None], name: str) -> list[tuple[Any, Any]]:
+    """One coded frame through the unit; a JPEG JPEGD cannot take is decoded on the CPU instead
+    (counted: ``jpegd_fallbacks``), one that no decoder reads is counted in ``decode_errors``
+    and skipped."""
+    if jpeg and (why := jpeg_rules.jpegd_refusal(data)) is not None:
+        image = emulation.cpu_jpeg(data)
+        if image is None:
+            count("decode_errors")
+            return []
+        count("jpegd_fallbacks")
+        log.debug("%s: decoded on the CPU: %s", name, why)
+        return [units.from_cpu(image, seconds)]
+    return units.decode(data, seconds)
+
+
+def device_frame(units: Any, index: int, picture: Any, seconds: Any, decode_s: float,
+                 count: Callable[..., None]) -> Frame:
+    """The frame of a decoded picture: the model input letterboxed now, the BGR image deferred
+    (made, and counted in ``bgr_conversions``, only when a sink reads it); the picture goes
+    back to the units when the frame is gone."""
+    model_input, geometry = units.letterbox(picture)
+
+    def to_bgr() -> Any:
+        count("bgr_conversions")
+        return units.bgr(picture)
+
+    image = DeferredImage(units.size(picture), to_bgr)
+    keep = getattr(units, "keep_until", None)
+    if keep is not None:
+        keep(image, picture)
+    return Frame(index, image, time.time(), time.perf_counter(), pts=seconds,
+                 decode_s=decode_s, device_input=(model_input, geometry))
+
+
+class DvppDevice:
+    """One connection to a live stream, decoded on the media units: ``read`` gives the next
+    decoded picture (a live source's device). An HTTP MJPEG camera is read part by part
+    (``mjpeg_http``: broken parts and garbage counted in ``decode_errors``, the connection
+    kept), any other stream demuxed by PyAV; a transport error ends the device (the live
+    source reconnects with backoff)."""
+
+    def __init__(self, url: str, units: Any, timeout_s: float,
+                 count: Callable[..., None]) -> None:
+        self.url, self._units, self._count = url, units, count
+        self._unit_failures = 0  # coded frames the unit could not decode
+        self._ready: collections.deque = collections.deque()
+        self._mjpeg: MjpegDevice | None = None
+        self._demuxer: Demuxer | None = None
+        self._packets: Any = None
+        self._first: bytes | None = None
+        if url.split("://", 1)[0].lower() in ("http", "https"):
+            try:
+                self._mjpeg = MjpegDevice(url, timeout_s, decode=whole_jpeg)
+            except NotMjpeg:
+                pass
+        if self._mjpeg is not None:
+            _, self._first = self._mjpeg.read()  # the first part: the stream's size
+            header = jpeg_rules.read_header(self._first or b"")
+            size = (header.width, header.height) if header else (0, 0)
+            codec, full_range = "mjpeg", True
+        else:
+            self._demuxer = Demuxer(url, timeout_s=timeout_s)
+            self._packets = self._demuxer.packets()
+            codec, size = self._demuxer.codec, self._demuxer.size
+            full_range = self._demuxer.full_range
+        self.codec, self.size, self.full_range = codec, size, full_range
+        units.start(codec, size, full_range)
+
+    def read(self) -> tuple[bool, Any]:
+        while not self._ready:
+            coded = self._next_coded()
+            if coded is None:
+                return False, None
+            data, seconds = coded
+            errors = self._units.failed
+            self._ready.extend(decode_coded(self._units, data, seconds,
+                                            jpeg=self.codec == "mjpeg", count=self._count,
+                                            name=self.url))
+            self._unit_failures += self._units.failed - errors
+        return True, self._ready.popleft()
+
+    @property
+    def decode_errors(self) -> int:
+        """Parts that were no whole JPEG, garbage between parts (``mjpeg_http``) and frames the
+        unit could not decode, on this connection (``LiveSource`` counts them)."""
+        return (self._mjpeg.decode_errors if self._mjpeg else 0) + self._unit_failures
+
+    def _next_coded(self) -> tuple[bytes, float | None] | None:
+        if self._mjpeg is not None:
+            first, self._first = self._first, None
+            if first is not None:
+                return first, None
+            ok, data = self._mjpeg.read()
+            return (data, None) if ok else None
+        try:
+            packet = next(self._packets, None)
+        except (OSError, EOFError) as exc:  # PyAV's errors are OSErrors: the transport broke
+            log.warning("%s: the stream broke: %s", self.url, exc)
+            return None
+        return None if packet is None else (packet.data, None)
+
+    def release(self) -> None:
+        for picture, _ in self._ready:
+            self._units.release(picture)
+        self._ready.clear()
+        self._units.stop()
+        if self._mjpeg is not None:
+            self._mjpeg.release()
+        if self._demuxer is not None:
+            self._packets.close()
+            self._demuxer.close()
+
+
+class DvppLiveSource(LiveSource):
+    """A live stream (RTSP, HTTP MJPEG, ...) decoded on DVPP with the CPU live sources'
+    machinery (``LiveSource``): a reader thread keeping the newest frame (stale ones counted
+    ``dropped``), reconnects with backoff on the monotonic clock (``drops``, ``reconnects``,
+    the ``down``/``up``/``lost`` states), ``decode_errors`` from the device."""
+
+    def __init__(self, url: str, plan: Any, units: Any, *, stride: int = 1,
+                 reconnect: Reconnect | None = None) -> None:
+        self._units = units
+        reconnect = reconnect or Reconnect()
+
+        def opener() -> DvppDevice:
+            return DvppDevice(url, units, reconnect.timeout_s, self._count)
+
+        try:
+            first = opener()
+        except BaseException:
+            units.close()
+            raise
+        try:
+            emulation.check_colour_range(plan.yuv, url, first.full_range)
+        except BaseException:
+            first.release()
+            units.close()
+            raise
+        devices = [first]
+        super().__init__(url, lambda: devices.pop() if devices else opener(), stride=stride,
+                         reconnect=reconnect, frame_size=first.size)
+
+    def _make_frame(self, index: int, image: Any, decode_s: float) -> Frame:
+        picture, _ = image
+        return device_frame(self._units, index, picture, None, decode_s, self._count)
+
+    def _drop(self, image: Any) -> None:
+        self._units.release(image[0])
+
+    def close(self) -> None:
+        super().close()
+        self._units.close()
+
+
+def open_dvpp_source(location: Any, plan: Any, units: Any, soc: str, *, stride: int = 1,
+                     live: bool | None = None, reconnect: Reconnect | None = None) -> Source:
+    """The DVPP source for ``location``, with the CPU sources' reading policy: a stream URL is
+    live (a reader thread, the newest frame, reconnects) unless ``live`` is False; a file
+    gives every frame."""
+    text = str(location)
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if live or (live is None and scheme in STREAM_SCHEMES):
+        return DvppLiveSource(text, plan, units, stride=stride, reconnect=reconnect)
+    return DvppSource(text, plan, soc, stride=stride, units=units)
