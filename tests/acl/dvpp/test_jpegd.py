@@ -105,7 +105,7 @@ def test_a_progressive_jpeg_is_decoded_on_the_cpu_and_counted(tmp_path, board_un
     reference, _, _ = model_inputs(baseline, EmulatedUnits(SPEC, SOC))
     assert np.abs(board[0].astype(int) - reference[0].astype(int)).mean() < 2
     # the check before the send removed: the stand-in's own reading of the rules refuses it
-    monkeypatch.setattr(dvpp_source.jpeg, "jpegd_refusal", lambda data: None)
+    monkeypatch.setattr(dvpp_source.jpeg_rules, "jpegd_refusal", lambda data: None)
     units = board_units()
     with pytest.raises(StandInViolation, match="JPEGD was sent a JPEG it cannot decode: SOF2"):
         model_inputs(progressive, units)
