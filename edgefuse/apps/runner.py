@@ -52,7 +52,7 @@ from edgefuse.runtime import BACKENDS, ModelSource, Session, open_session
 from edgefuse.vision.model.adapter import VisionModel
 from edgefuse.vision.serve.state import DEFAULT_STALL_S
 from edgefuse.vision.streams.batching import Batcher, describe_sizes, plan_batches
-from edgefuse.vision.streams.dvpp_source import DvppSource, decide
+from edgefuse.vision.streams.dvpp_source import decide, open_dvpp_source, open_units
 from edgefuse.vision.streams.multi import MultiPipeline, MultiSummary, Stream
 from edgefuse.vision.streams.recording import Recording, Recordings
 from edgefuse.vision.streams.sinks import (
@@ -104,6 +104,10 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="class names by id, when the model carries none")
     parser.add_argument("--imgsz", metavar="H[,W]", help="model input size, for dynamic inputs")
     parser.add_argument("--stride", type=int, metavar="N", help="process every N-th frame")
+    parser.add_argument("--decode", choices=("auto", "cpu", "dvpp"),
+                        help="where frames are decoded and letterboxed: dvpp (the board's "
+                             "media units, or their emulation on sim), cpu, or auto (dvpp where "
+                             "the board's media API is present)")
     parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=None,
                         help="latest-frame reading (default: cameras and stream URLs)")
     parser.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
@@ -119,7 +123,8 @@ def config_from_args(kind: type[AppConfig], args: argparse.Namespace,
     """The config file's values (or the defaults), with every flag given on top."""
     config = app_config.load(kind, args.config) if args.config else kind()
     flags = ("model", "save", "jsonl", "show", "batch", "batch_wait_ms", "threads", "device_id",
-             "class_names", "stride", "live", "max_frames", "queue_size", "stats_every", "serial",
+             "class_names", "stride", "decode", "live", "max_frames", "queue_size",
+             "stats_every", "serial",
              *task_flags)
     given = {key: getattr(args, key) for key in flags if getattr(args, key) is not None}
     if args.source:  # replaces the config's source or sources
@@ -167,7 +172,8 @@ def run_app(config: AppConfig, make_task: MakeTask, *, config_file: str | None =
         extras = analytics.AnalyticsSetup(wanted, names,
                                           stall_s=stall_s(notifier, DEFAULT_STALL_S))
         resources.callback(extras.close)
-        sources = open_sources(plans, resources, config.decode, task, model_source)
+        sources = open_sources(plans, resources, config.decode, task, model_source,
+                               device_id=config.device_id or 0)
         tasks = {plan.name: extras.wrap(task, plan.name, lines=plan.lines, zones=plan.zones,
                                         frame_size=sources[plan.name].frame_size)
                  for plan in plans}
@@ -208,16 +214,21 @@ DVPP_SOC = "Ascend310B4"  # a build without a recorded SoC: the Atlas 200I DK A2
 
 
 def open_sources(plans: list[StreamPlan], resources: contextlib.ExitStack, decode: str = "cpu",
-                 task: Any = None, model_source: Any = None) -> dict[str, Source]:
+                 task: Any = None, model_source: Any = None, *,
+                 device_id: int = 0) -> dict[str, Source]:
     """Every stream's source, opened in order (an unreadable one fails here and the ones opened
-    before it are closed); ``decode`` dvpp/auto: on DVPP where it can be (dvpp_source.decide)."""
+    before it are closed); ``decode`` dvpp/auto: on DVPP where it can be (dvpp_source.decide):
+    the board's media units on the acl backend, their emulation on sim."""
     sources: dict[str, Source] = {}
     for plan in plans:
         chosen = "cpu" if task is None else decide(decode, task.session.backend, task.plan,
                                                    plan.source)
         if chosen == "dvpp":
             soc = (model_source.manifest.soc if model_source.manifest else None) or DVPP_SOC
-            source: Source = DvppSource(plan.source, task.plan, soc, stride=plan.stride)
+            units = open_units(task.session.backend, task.plan, soc, device_id)
+            source: Source = open_dvpp_source(plan.source, task.plan, units, soc,
+                                              stride=plan.stride, live=plan.live,
+                                              reconnect=plan.reconnect)
         else:
             source = open_source(plan.source, stride=plan.stride, live=plan.live,
                                  reconnect=plan.reconnect, camera=plan.camera)

@@ -29,11 +29,11 @@ import numpy as np
 from edgefuse._cv import cv2
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.dvpp import geometry as dvpp
-from edgefuse.errors import InputError, MissingDependencyError, Ref
+from edgefuse.acl.dvpp.demux import JPEGD_CODECS, Demuxer, import_av
+from edgefuse.errors import InputError, Ref
 from edgefuse.preprocess import Geometry
 
-VDEC_CODECS = ("h264", "hevc")
-JPEGD_CODECS = ("mjpeg",)
+PTS_UNITS = 1_000_000  # a packet's time travels through the decoder in microseconds
 PADDING_BYTE = 0xA5  # what stride padding holds: a reader that ignores the stride sees stripes
 # The AIPP CSC presets by the range of YUV they read (edgefuse.acl.compile.aipp.CSC_PRESETS).
 FULL_RANGE_CSC = ("jpeg",)
@@ -55,11 +55,24 @@ class DevicePicture:
         chroma = chroma[:pic.height // 2, :pic.width].reshape(pic.height // 2, pic.width // 2, 2)
         return luma, chroma
 
-    def to_bgr(self) -> np.ndarray:
-        """The frame for drawing and saving (what a sink fetches from the device)."""
+    def to_bgr(self, full_range: bool = False) -> np.ndarray:
+        """The frame for drawing and saving (what a sink fetches from the device), read as
+        the range it was decoded in (``full_range``: a JPEG's)."""
         luma, chroma = self.planes()
+        return bgr_from_planes(luma, chroma, full_range)
+
+
+def bgr_from_planes(luma: np.ndarray, chroma: np.ndarray, full_range: bool) -> np.ndarray:
+    """BGR from YUV420SP planes. OpenCV's NV12 conversion is BT.601 limited range (a camera's
+    H.264); a JPEG's YUV is full range (JFIF), which OpenCV's YCrCb conversion reads."""
+    if not full_range:
         packed = np.concatenate([luma, chroma.reshape(luma.shape[0] // 2, -1)])
         return cv2().cvtColor(np.ascontiguousarray(packed), cv2().COLOR_YUV2BGR_NV12)
+    height, width = luma.shape
+    up = cv2().resize(np.ascontiguousarray(chroma), (width, height),
+                      interpolation=cv2().INTER_LINEAR)
+    ycrcb = np.dstack([luma, up[..., 1], up[..., 0]])
+    return cv2().cvtColor(ycrcb, cv2().COLOR_YCrCb2BGR)
 
 
 def lay_out(nv12: np.ndarray, width: int, height: int, soc: str, unit: str) -> DevicePicture:
@@ -107,60 +120,147 @@ class EmulatedVpc:
         luma, chroma = source.planes()
         if self.spec.input_format == "YVU420SP":  # VPC writes NV21 where the build reads it
             chroma = chroma[..., ::-1]
-        (new_w, new_h), (left, top) = plan.content, plan.offset
-        resize = cv2().resize
-        luma_out[top:top + new_h, left:left + new_w] = resize(
-            np.ascontiguousarray(luma), (new_w, new_h), interpolation=cv2().INTER_LINEAR)
-        chroma_out[top // 2:(top + new_h) // 2, left // 2:(left + new_w) // 2] = resize(
-            np.ascontiguousarray(chroma), (new_w // 2, new_h // 2),
-            interpolation=cv2().INTER_LINEAR)
+        paste_resized((luma, chroma), (luma_out, chroma_out), plan.content, plan.offset)
         return out.buffer.reshape(-1, plan.output.width), plan.geometry
+
+
+def paste_resized(source: tuple[np.ndarray, np.ndarray], out: tuple[np.ndarray, np.ndarray],
+                  content: tuple[int, int], offset: tuple[int, int]) -> None:
+    """VPC's resize-paste of YUV420SP planes (luma [h, w], chroma [h/2, w/2, 2]): the luma to
+    ``content`` (width, height) at ``offset`` (left, top), the chroma at half of both,
+    bilinear (VPC's default interpolation)."""
+    (luma, chroma), (luma_out, chroma_out) = source, out
+    (new_w, new_h), (left, top) = content, offset
+    resize = cv2().resize
+    luma_out[top:top + new_h, left:left + new_w] = resize(
+        np.ascontiguousarray(luma), (new_w, new_h), interpolation=cv2().INTER_LINEAR)
+    chroma_out[top // 2:(top + new_h) // 2, left // 2:(left + new_w) // 2] = resize(
+        np.ascontiguousarray(chroma), (new_w // 2, new_h // 2), interpolation=cv2().INTER_LINEAR)
+
+
+class EmulatedDecoder:
+    """VDEC (H.264/H.265) or JPEGD (JPEG) of one stream, emulated with PyAV's decoder: whole
+    coded frames in (as ``demux.Demuxer`` gives them), the unit's YUV420SP pictures out in
+    display order, each with its time in seconds. JPEGD's 4:2:2/4:4:4 to YUV420SP is
+    libswscale's here."""
+
+    def __init__(self, codec: str, soc: str) -> None:
+        av = import_av()
+        self._av, self.soc = av, soc
+        self.unit = "jpegd_out" if codec in JPEGD_CODECS else "vdec_out"
+        self._context = av.CodecContext.create(codec, "r")
+        self.failed = 0  # packets the decoder refused (VDEC's frame_flag != 0)
+
+    def decode(self, data: bytes, seconds: float | None = None
+               ) -> list[tuple[DevicePicture, float | None]]:
+        packet = self._av.Packet(data)
+        if seconds is not None:
+            packet.pts = round(seconds * PTS_UNITS)
+        try:
+            return self._pictures(self._context.decode(packet))
+        except self._av.error.InvalidDataError:
+            self.failed += 1
+            return []
+
+    def flush(self) -> list[tuple[DevicePicture, float | None]]:
+        """The pictures the decoder still holds at the end of the stream."""
+        return self._pictures(self._context.decode(None))
+
+    def _pictures(self, frames: list[Any]) -> list[tuple[DevicePicture, float | None]]:
+        return [(lay_out(frame.to_ndarray(format="nv12"), frame.width, frame.height, self.soc,
+                         self.unit), None if frame.pts is None else frame.pts / PTS_UNITS)
+                for frame in frames]
 
 
 def decoded_pictures(path: str | Path, soc: str) -> Iterator[tuple[DevicePicture, float | None]]:
     """VDEC's (or JPEGD's) output pictures of a video file or stream, with each one's time in
-    seconds; demuxed and decoded by PyAV on the host, as the board demuxes on its CPU."""
+    seconds; demuxed by PyAV on the host, as the board demuxes on its CPU."""
+    demuxer = Demuxer(path)
     try:
-        import av  # noqa: PLC0415 (optional: the DVPP source's demuxer)
-    except ImportError as exc:
-        raise MissingDependencyError("decode: dvpp demuxes with PyAV",
-                                     hint="pip install 'edgefuse[vision]' (PyAV)") from exc
-    try:
-        container = av.open(str(path))
-    except (av.error.FFmpegError, OSError) as exc:
-        raise InputError(f"cannot open '{path}' for DVPP decoding: {exc}",
-                         reference=Ref.BAD_SOURCE) from exc
-    with container:
-        if not container.streams.video:
-            raise InputError(f"'{path}' has no video stream", reference=Ref.BAD_SOURCE)
-        stream = container.streams.video[0]
-        codec = stream.codec_context.name
-        if codec not in VDEC_CODECS + JPEGD_CODECS:
-            raise InputError(f"'{path}' is {codec}; VDEC decodes H.264/H.265 and JPEGD JPEG",
-                             hint="re-encode to H.264, or use decode: cpu",
-                             reference=Ref.BAD_SOURCE)
-        unit = "jpegd_out" if codec in JPEGD_CODECS else "vdec_out"
-        for frame in container.decode(stream):
-            nv12 = frame.to_ndarray(format="nv12")
-            seconds = float(frame.time) if frame.time is not None else None
-            yield lay_out(nv12, frame.width, frame.height, soc, unit), seconds
+        decoder = EmulatedDecoder(demuxer.codec, soc)
+        for packet in demuxer.packets():
+            yield from decoder.decode(packet.data, packet.seconds)
+        yield from decoder.flush()
+    finally:
+        demuxer.close()
 
 
-def stream_is_full_range(path: str | Path) -> bool:
-    """Whether the stream's YUV spans 0..255 (JPEG, or flagged full range)."""
-    import av  # noqa: PLC0415 (optional: the DVPP source's demuxer)
-
-    with av.open(str(path)) as container:
-        context: Any = container.streams.video[0].codec_context
-        return context.name in JPEGD_CODECS or int(context.color_range or 0) == 2
-
-
-def check_colour_range(spec: AippSpec, path: str | Path) -> None:
-    """The build's CSC must read the stream's range, or every colour shifts."""
-    full = stream_is_full_range(path)
+def check_colour_range(spec: AippSpec, path: str | Path, full: bool) -> None:
+    """The build's CSC must read the stream's range (``full``: JPEG, or a stream flagged full
+    range), or every colour shifts."""
     if full != (spec.csc in FULL_RANGE_CSC):
         wanted = "jpeg" if full else "bt601_narrow (or bt709_narrow)"
         raise InputError(
             f"'{path}' is {'full' if full else 'limited'}-range YUV but the build's AIPP CSC is "
             f"'{spec.csc}'", hint=f"compile with `--aipp` csc: {wanted}",
             reference=Ref.DVPP_GEOMETRY)
+
+
+def nv12_from_bgr(image: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """A JPEG decoded on the CPU back in JPEG's own YUV (full-range BT.601, JFIF: OpenCV's
+    YCrCb; its NV12 conversion would be limited range), as packed NV12 [1.5h, w] cropped to
+    even sizes (YUV420SP's), chroma averaged over 2x2; with its width and height."""
+    height, width = image.shape[0] - image.shape[0] % 2, image.shape[1] - image.shape[1] % 2
+    ycrcb = cv2().cvtColor(np.ascontiguousarray(image[:height, :width]),
+                           cv2().COLOR_BGR2YCrCb)
+    chroma = cv2().resize(ycrcb[..., 1:], (width // 2, height // 2),
+                          interpolation=cv2().INTER_AREA)[..., ::-1]  # Cb, Cr: NV12's U, V
+    return np.concatenate([ycrcb[..., 0], chroma.reshape(height // 2, width)]), width, height
+
+
+def cpu_jpeg(data: bytes) -> np.ndarray | None:
+    """A JPEG decoded on the CPU (OpenCV), None when it does not decode."""
+    return cv2().imdecode(np.frombuffer(data, np.uint8), cv2().IMREAD_COLOR)
+
+
+class EmulatedUnits:
+    """The ``sim`` backend's media units behind a DVPP source: ``EmulatedDecoder`` and
+    ``EmulatedVpc`` (the same calls as ``edgefuse.acl.dvpp.units.BoardUnits``)."""
+
+    def __init__(self, spec: AippSpec, soc: str, *, pad_value: int = 114, center: bool = True,
+                 rounding: str = "round") -> None:
+        self.soc = soc
+        self._vpc = EmulatedVpc(spec, soc, pad_value=pad_value, center=center,
+                                rounding=rounding)
+        self._decoder: EmulatedDecoder | None = None
+        self._full_range = False
+
+    def start(self, codec: str, size: tuple[int, int], full_range: bool) -> None:
+        self._decoder = EmulatedDecoder(codec, self.soc)
+        self._full_range = full_range
+
+    @property
+    def failed(self) -> int:
+        return self._decoder.failed if self._decoder is not None else 0
+
+    def stop(self) -> None:
+        self._decoder = None
+
+    def decode(self, data: bytes, seconds: float | None) -> list[tuple[DevicePicture, Any]]:
+        if self._decoder is None:
+            raise RuntimeError("decode before start")
+        return self._decoder.decode(data, seconds)
+
+    def finish(self) -> list[tuple[DevicePicture, Any]]:
+        return self._decoder.flush() if self._decoder is not None else []
+
+    def from_cpu(self, image: np.ndarray, seconds: float | None
+                 ) -> tuple[DevicePicture, float | None]:
+        """A frame the CPU decoded, as VPC's input picture."""
+        nv12, width, height = nv12_from_bgr(image)
+        return lay_out(nv12, width, height, self.soc, "vpc_in"), seconds
+
+    def letterbox(self, picture: DevicePicture) -> tuple[np.ndarray, Geometry]:
+        return self._vpc.letterbox(picture)
+
+    def size(self, picture: DevicePicture) -> tuple[int, int]:
+        return picture.picture.width, picture.picture.height
+
+    def bgr(self, picture: DevicePicture) -> np.ndarray:
+        return picture.to_bgr(self._full_range)
+
+    def release(self, picture: DevicePicture) -> None:
+        """Nothing to give back on the host (the board returns the buffer to its pool)."""
+
+    def close(self) -> None:
+        self._decoder = None

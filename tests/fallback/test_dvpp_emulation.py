@@ -10,7 +10,8 @@ is the build's property, not DVPP's."""
 
 from __future__ import annotations
 
-import fractions
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -32,24 +33,40 @@ from tests.needs import optional
 pytestmark = [pytest.mark.torch, pytest.mark.standin]
 SOC = "Ascend310B4"
 FRAMES = 40
-CONFIDENT = 0.4
+THRESHOLD = 0.25  # the app's confidence threshold
+BAND = 0.05  # scores this close to it may fall either side on the two paths (gap seen: 0.038)
+
+
+ENCODE = """
+import fractions, sys
+import av
+source, target, frames = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with av.open(source) as src, av.open(target, "w") as out:
+    video = out.add_stream("libx264", rate=15)
+    video.width, video.height = src.streams.video[0].width, src.streams.video[0].height
+    video.pix_fmt = "yuv420p"
+    video.options = {"crf": "8", "x264-params": "threads=1:lookahead-threads=1"}
+    for index, frame in enumerate(src.decode(video=0)):
+        if index == frames:
+            break
+        plain = av.VideoFrame.from_ndarray(frame.to_ndarray(format="yuv420p"), format="yuv420p")
+        plain.pts, plain.time_base = index, fractions.Fraction(1, 15)
+        out.mux(video.encode(plain))
+    out.mux(video.encode(None))
+"""
 
 
 def h264_clip(source, target, frames=FRAMES):
-    """The clip as a camera would send it: H.264 (yuv420p, limited range), near-lossless."""
-    av = optional("av")
-    with av.open(str(source)) as src, av.open(str(target), "w") as out:
-        video = out.add_stream("libx264", rate=15)
-        video.width, video.height = src.streams.video[0].width, src.streams.video[0].height
-        video.pix_fmt, video.options = "yuv420p", {"crf": "8", "threads": "1"}
-        for index, frame in enumerate(src.decode(video=0)):
-            if index == frames:
-                break
-            plain = av.VideoFrame.from_ndarray(frame.to_ndarray(format="yuv420p"),
-                                               format="yuv420p")
-            plain.pts, plain.time_base = index, fractions.Fraction(1, 15)
-            out.mux(video.encode(plain))
-        out.mux(video.encode(None))
+    """The clip as a camera would send it: H.264 (yuv420p, limited range), near-lossless.
+
+    Encoded by x264 on one thread (lookahead's included) in a fresh interpreter: with the
+    generic "threads" option, or after the torch export in this process, two encodes of the
+    clip differed (decoded pixels up to 8 levels apart) and the comparison below changed
+    from run to run (98-100 % of boxes matching, as the last session saw); standalone it is
+    the same clip every time (decoded MD5 e9e04807..., 3 runs)."""
+    optional("av")
+    subprocess.run([sys.executable, "-c", ENCODE, str(source), str(target), str(frames)],
+                   check=True)
     return target
 
 
@@ -84,44 +101,110 @@ def detector_builds(tmp_path_factory):
 
 
 def test_emulated_dvpp_on_sim_matches_the_cpu_path(detector_builds):
+    """Every box of every frame of the clip matches across the two paths: the same count and
+    classes above the threshold band, IoU >= 0.9, scores within BAND.
+
+    What differs, measured (40 frames): the paths do not hand the model the same bytes, for
+    two reasons neither of which is a DVPP mistake. (1) OpenCV's video decode (FFmpeg's
+    swscale, integer YUV->BGR) is biased: the decoded frame's luma recomputed from its BGR is
+    1.13 levels below the stream's own Y on average (OpenCV's cvtColor of the same YUV: 0.04),
+    while the emulated VDEC hands the stream's YUV as it is. (2) The CPU letterboxes BGR and
+    subsamples the chroma after; VPC resizes the 4:2:0 planes. The model inputs differ by 0.84
+    luma levels on average (max 6), the chroma by 0.13 (max 8). (3) The clip itself: x264 gave
+    this clip's frames up to 8 levels apart from one encode to the next (in-process, or with
+    the generic "threads" option); it is now encoded alone on one thread in a child process.
+    What that does to the detections is the model's own sensitivity, shown by a third path,
+    the CPU path fed PyAV's decode of the same stream (cvtColor to BGR): a ring half-hidden by
+    a star scores 0.63 and its box moves by IoU 0.81 between the two CPU decodes, and by 0.79
+    between CPU and DVPP; a ring the model barely sees scores 0.265 on the CPU path and 0.236
+    on DVPP, either side of the app's 0.25. So the comparison is at the detection level: every
+    box scored >= THRESHOLD + BAND on either path is found on the other with the same class
+    and IoU >= 0.9, unless the two CPU decodes already disagree on it (IoU < 0.95): then 0.75;
+    their counts are equal on every frame; a box inside the band is the same object on the
+    other path (same class, IoU >= 0.5) or below its threshold there; scores differ by less
+    than BAND. One frame may be off: on frame 22 a ring beside a star that the two CPU decodes
+    agree on (IoU 0.998, score 0.68) moves with the letterbox order (IoU 0.881 between CPU and
+    DVPP, and 0.88 between the CPU's BGR letterbox and the same picture letterboxed as YUV
+    planes on the CPU), and in some pytest sessions (the same clip and model; the sim's
+    numerics differ in the third decimal between sessions, not traced) DVPP also keeps a
+    second ring box there (IoU 0.47 with the CPU's). Every other frame matches as above; the
+    frame that is off is named in the output."""
     from edgefuse.vision.detect.detector import Detector  # noqa: PLC0415 (after the fixture)
 
     folder, spec, clip = detector_builds
     cv2 = optional("cv2")
     capture = cv2.VideoCapture(str(clip))
     vpc = emu.EmulatedVpc(spec, SOC)
-    compared = boxes = borderline = 0
-    ious: list[float] = []
-    with Detector.open(folder / "yuv", backends="sim") as sim:
+    frames = boxes = strict_differences = band = 0
+    score_gaps: list[float] = []
+    unstable: list[float] = []
+    near_misses: list[str] = []
+    with Detector.open(folder / "yuv", backends="sim", conf=THRESHOLD - BAND) as sim:
         for picture, _ in emu.decoded_pictures(clip, SOC):
             ok, image = capture.read()
             assert ok
-            expected = sim(image)  # decode: cpu
+            cpu = sim(image)  # decode: cpu
+            other_decode = sim(picture.to_bgr())  # decode: cpu, PyAV's decode of the stream
             model_input, geo = vpc.letterbox(picture)
-            got = sim.postprocess(sim.infer(feeds_from_device_input(sim.plan, model_input, geo)),
-                                  geo)
-            # every confident box of each path is found by the other with the same class
-            for one, other in ((expected, got), (got, expected)):
-                sure = confident(one)
-                if len(sure):
-                    iou = box_iou(sure.boxes, other.boxes)
-                    iou[sure.classes[:, None] != other.classes[None, :]] = 0
-                    ious.extend(iou.max(axis=1, initial=0))
-            borderline += abs(len(got) - len(expected))
-            compared, boxes = compared + 1, boxes + len(got)
-    assert compared == FRAMES and boxes > 5 * FRAMES  # the clip's objects were found
-    assert borderline <= 0.05 * boxes  # the counts differ only by boxes near the threshold
-    ious = np.asarray(ious)
-    print(f"dvpp vs cpu: {len(ious)} confident boxes, IoU >= 0.9: {np.mean(ious >= 0.9):.3f}, "
-          f"median {np.median(ious):.3f}, worst {ious.min():.3f}; counts differ by {borderline}")
-    assert np.mean(ious >= 0.9) >= 0.98 and ious.min() >= 0.7  # same class: 0 otherwise
+            dvpp = sim.postprocess(sim.infer(feeds_from_device_input(sim.plan, model_input,
+                                                                     geo)), geo)
+            stable = best_iou(cpu, other_decode) >= 0.95  # per CPU box
+            problems = []
+            for one, other in ((cpu, dvpp), (dvpp, cpu)):
+                sure = one.scores >= THRESHOLD + BAND
+                inside = (one.scores >= THRESHOLD) & ~sure
+                iou = class_iou(one, other)
+                found = iou.max(axis=1, initial=0)
+                cpu_box = (np.arange(len(cpu)) if one is cpu
+                           else class_iou(one, cpu).argmax(axis=1) if len(cpu)
+                           else np.zeros(len(one), int))
+                wanted = np.where(stable[cpu_box] if len(cpu) else True, 0.9, 0.75)
+                problems += [f"score {score:.2f} IoU {value:.2f}" for score, value, need in
+                             zip(one.scores[sure], found[sure], wanted[sure], strict=True)
+                             if value < need]
+                assert (found[inside] >= 0.5).all(), (frames, one.boxes, other.boxes)
+                kept = (sure | inside) & (found >= 0.5)  # the same object on both paths
+                score_gaps.extend(np.abs(one.scores - other.scores[iou.argmax(axis=1)])[kept]
+                                  if len(other) else [])
+                unstable.extend(found[sure & (wanted < 0.9)])
+                band += int(inside.sum())
+            if len(above(cpu, THRESHOLD + BAND)) != len(above(dvpp, THRESHOLD + BAND)):
+                problems.append("count above the band")
+            if problems:
+                near_misses.append(f"frame {frames}: {'; '.join(problems)}")
+            strict_differences += len(above(cpu, THRESHOLD)) != len(above(dvpp, THRESHOLD))
+            frames, boxes = frames + 1, boxes + len(above(dvpp, THRESHOLD))
+    assert frames == FRAMES and boxes > 5 * FRAMES  # the clip's objects were found
+    print(f"dvpp vs cpu: {boxes} boxes in {frames} frames; above {THRESHOLD + BAND} all "
+          f"matched, {len(unstable)} of them unstable between two CPU decodes (IoU "
+          f"{', '.join(f'{v:.2f}' for v in unstable) or '-'}); {band} inside the band; "
+          f"largest score gap {max(score_gaps):.3f}; frames whose count at {THRESHOLD} "
+          f"differs: {strict_differences}; frames off: {' | '.join(near_misses) or '-'}")
+    assert max(score_gaps) < BAND and strict_differences <= 2
+    assert len(near_misses) <= 1  # frame 22's ring, where the run's numerics land it
 
 
-def confident(found, score=CONFIDENT):
-    """Detections well above the app's threshold (0.25): near it, FP16 and the 4:2:0 chroma
-    flip a box in or out on either path, which is no disagreement about the scene (counted in
-    ``borderline``, bounded)."""
-    keep = found.scores >= score
+def class_iou(one, other):
+    """IoU of each box of ``one`` with each of ``other``, 0 across classes."""
+    iou = box_iou(one.boxes, other.boxes) if len(one) and len(other) else np.zeros(
+        (len(one), len(other)))
+    iou[one.classes[:, None] != other.classes[None, :]] = 0
+    return iou
+
+
+def best_iou(one, other):
+    """Each box of ``one``'s best same-class IoU in ``other``."""
+    return class_iou(one, other).max(axis=1, initial=0)
+
+
+def above(found, score):
+    """The detections scored ``score`` or more."""
+    return within(found, score, np.inf)
+
+
+def within(found, low, high):
+    """The detections scored in [low, high)."""
+    keep = (found.scores >= low) & (found.scores < high)
     return type(found)(found.boxes[keep], found.scores[keep], found.classes[keep])
 
 
@@ -165,8 +248,9 @@ def test_the_board_refusals(detector_builds, tmp_path):
     with pytest.raises(InputError, match="is mpeg4; VDEC decodes H.264/H.265"):
         next(emu.decoded_pictures(SAMPLE_CLIP, SOC))
     with pytest.raises(InputError, match="limited-range YUV but the build's AIPP CSC is 'jpeg'"):
-        emu.check_colour_range(AippSpec(input_format="YUV420SP", source_size=(256, 256)), clip)
-    emu.check_colour_range(spec, clip)
+        emu.check_colour_range(AippSpec(input_format="YUV420SP", source_size=(256, 256)), clip,
+                               full=False)  # the clip's H.264: limited range (Demuxer says)
+    emu.check_colour_range(spec, clip, full=False)
     with pytest.raises(InputError, match="DVPP hands YUV420SP"):
         emu.EmulatedVpc(AippSpec(input_format="BGR888", source_size=(64, 64)), SOC)
     from edgefuse.vision.detect.detector import Detector  # noqa: PLC0415
@@ -178,11 +262,14 @@ def test_the_board_refusals(detector_builds, tmp_path):
 
 
 class RecordingSink(Sink):
-    def __init__(self) -> None:
-        self.results = []
+    def __init__(self, needs_image=False) -> None:
+        self.results, self.images = [], []
+        self.needs_image = needs_image
 
     def write(self, result, image):
         self.results.append(result)
+        if image is not None:
+            self.images.append(image)
 
 
 def test_decode_choice():
@@ -197,7 +284,7 @@ def test_decode_choice():
     assert decide("cpu", "acl", Plan, clip) == "cpu"
     with pytest.raises(InputError, match="needs the board's media units.*on cpu"):
         decide("dvpp", "cpu", Plan, clip)
-    with pytest.raises(InputError, match="decodes video files and streams; '0'"):
+    with pytest.raises(InputError, match="decodes video files, JPEG images and streams; '0'"):
         decide("dvpp", "sim", Plan, 0)
     assert decide("dvpp", "sim", Plan, "rtsp://camera/stream") == "dvpp"
 
@@ -224,7 +311,7 @@ def test_the_dvpp_source_feeds_the_pipeline(detector_builds):
         Pipeline(source, sim, [sink], max_frames=5, report_every=None).run(concurrent=False)
         results = sink.results
         assert [r.index for r in results] == [0, 2, 4, 6, 8]
-        assert results[0].frame.image.shape == (240, 320, 3)  # for the sinks
+        assert results[0].frame.size == (320, 240)
         vpc = emu.EmulatedVpc(spec, SOC)
         pictures = [p for p, _ in emu.decoded_pictures(clip, SOC)]
         for result in results:
@@ -234,6 +321,39 @@ def test_the_dvpp_source_feeds_the_pipeline(detector_builds):
         with pytest.raises(InputError, match="limited-range YUV but the build's AIPP CSC"):
             with Detector.open(folder / "jpeg_csc", backends="sim") as wrong:
                 DvppSource(clip, wrong.plan, SOC)
+
+
+def test_the_bgr_frame_is_made_only_for_a_sink_that_draws(detector_builds, monkeypatch):
+    """No sink that draws, saves or shows: no YUV420SP -> BGR conversion at all (the JSON
+    Lines record's size comes without one); a drawing sink: one per frame, equal to OpenCV's
+    NV12 conversion of the decoded picture."""
+    from edgefuse.vision.detect.detector import Detector  # noqa: PLC0415
+    from edgefuse.vision.streams.dvpp_source import DvppSource  # noqa: PLC0415
+    from edgefuse.vision.streams.pipeline import Pipeline  # noqa: PLC0415
+    from edgefuse.vision.streams.sinks import frame_record  # noqa: PLC0415
+
+    folder, _, clip = detector_builds
+    pictures = [p for p, _ in emu.decoded_pictures(clip, SOC)]
+    converted = []
+    to_bgr = emu.DevicePicture.to_bgr
+    monkeypatch.setattr(emu.DevicePicture, "to_bgr",
+                        lambda picture, full=False: converted.append(1) or to_bgr(picture, full))
+    with Detector.open(folder / "yuv", backends="sim") as sim:
+        for draws, made in ((False, 0), (True, 4)):
+            converted.clear()
+            sink = RecordingSink(needs_image=draws)
+            pipeline = Pipeline(DvppSource(clip, sim.plan, SOC), sim, [sink], max_frames=4,
+                                report_every=None)
+            summary = pipeline.run(concurrent=False)
+            assert summary.stats.counters.get("bgr_conversions", 0) == len(converted) == made
+            assert frame_record(sink.results[0], sim.describe)["size"] == {"width": 320,
+                                                                            "height": 240}
+        cv2 = optional("cv2")
+        luma, chroma = pictures[3].planes()
+        nv12 = np.concatenate([luma, chroma.reshape(120, -1)])
+        expected = cv2.cvtColor(np.ascontiguousarray(nv12), cv2.COLOR_YUV2BGR_NV12)
+        assert len(sink.images) == 4
+        np.testing.assert_array_equal(sink.results[3].frame.image, expected)
 
 
 def test_the_detection_app_runs_with_decode_dvpp_on_sim(detector_builds, tmp_path, capsys):
@@ -249,3 +369,74 @@ def test_the_detection_app_runs_with_decode_dvpp_on_sim(detector_builds, tmp_pat
     config.write_text(config.read_text().replace("backend: [sim]", "backend: [cpu]"))
     assert main(["detect", "--config", str(config)]) == 2
     assert "decode: dvpp needs the board's media units" in capsys.readouterr().err
+
+
+def test_decode_dvpp_on_the_board_runs_through_the_media_stand_in(detector_builds, tmp_path,
+                                                                   standin, capsys):
+    """`edgefuse detect --backend acl --decode dvpp`, the apps' own entry, with the pyACL and
+    media stand-ins: the board path (demux to Annex-B, VDEC send/receive with a picture pool,
+    VPC letterbox into the model input, the AIPP build on acl) writes the same detections as the
+    ``sim`` emulation, frame for frame, and leaves nothing allocated."""
+    import dataclasses  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    from acl_standin import FakeOm, FakeTensor  # noqa: PLC0415
+    from himpi_standin import HimpiStandIn  # noqa: PLC0415
+
+    from edgefuse.cli.main import main  # noqa: PLC0415
+    from edgefuse.manifest import read_manifest, write_manifest  # noqa: PLC0415
+    from edgefuse.runtime import open_session  # noqa: PLC0415
+
+    folder, _, clip = detector_builds
+    build = tmp_path / "board"
+    shutil.copytree(folder / "yuv", build)
+    manifest = read_manifest(build, check_files=False)
+    standin.himpi = HimpiStandIn(acl=standin)
+    with open_session(folder / "yuv", backends="sim") as sim:
+        (height, width) = manifest.inputs[0].shape[1:]
+        om = FakeOm(inputs=[FakeTensor(manifest.inputs[0].name, (1, height * 2 // 3, width, 3),
+                                       np.dtype(np.uint8), aipp_format="YUV420SP_U8")],
+                    outputs=[FakeTensor(o.name, tuple(o.shape), np.dtype(o.dtype))
+                             for o in manifest.outputs],
+                    compute=lambda feeds: list(sim.run({
+                        manifest.inputs[0].name: feeds[manifest.inputs[0].name].reshape(
+                            1, height, width)}).values()))
+        standin.register_model(build / "model.om", om)
+        write_manifest(build, dataclasses.replace(manifest, om="model.om"))
+        runs = {}
+        for backend, model in (("acl", build), ("sim", folder / "yuv")):
+            out = tmp_path / f"{backend}.jsonl"
+            assert main(["detect", "--model", str(model), "--source", str(clip), "--backend",
+                         backend, "--decode", "dvpp", "--max-frames", "12", "--jsonl",
+                         str(out)]) == 0
+            runs[backend] = [{k: v for k, v in json.loads(line).items()
+                              if k not in ("time", "mono", "timings_ms", "latency_ms")}
+                             for line in out.read_text().splitlines()]
+    assert len(runs["acl"]) == 12 and runs["acl"] == runs["sim"]
+    assert sum(len(r["detections"]) for r in runs["acl"]) > 12
+    himpi = standin.himpi
+    assert himpi.calls.count("vdec_send_stream") >= 12 and "vpc_crop_resize_paste" in himpi.calls
+    assert not himpi.initialised and not himpi.memory and not himpi.vdec  # all given back
+
+
+def test_decode_on_the_board_without_the_media_api(standin, caplog):
+    """pyACL without ``acl.himpi``: dvpp is refused with what to install; auto decodes on the
+    CPU and says why once; with the media API, auto is DVPP."""
+    from himpi_standin import HimpiStandIn  # noqa: PLC0415
+
+    from edgefuse.vision.streams import dvpp_source  # noqa: PLC0415
+
+    class Plan:
+        yuv, canvas = AippSpec(input_format="YUV420SP", source_size=(64, 64)), None
+
+    clip = str(SAMPLE_CLIP)
+    with pytest.raises(InputError, match="needs pyACL's media API.*no media API.*NNRT"):
+        dvpp_source.decide("dvpp", "acl", Plan, clip)
+    dvpp_source._said.clear()
+    with caplog.at_level("WARNING"):
+        assert [dvpp_source.decide("auto", "acl", Plan, clip) for _ in range(3)] == ["cpu"] * 3
+    said = [r.message for r in caplog.records if "decode: auto" in r.message]
+    assert len(said) == 1 and "media API" in said[0]
+    standin.himpi = HimpiStandIn()
+    assert dvpp_source.decide("auto", "acl", Plan, clip) == "dvpp"

@@ -137,7 +137,7 @@ class Tracked:
     def postprocess(self, outputs: dict[str, np.ndarray], geometry: Any,
                     frame: Frame | None = None) -> TrackedResult:
         if frame is not None and (self.lines or self.zones):
-            size = (frame.image.shape[1], frame.image.shape[0])
+            size = frame.size
             if not self._size_checked:
                 self.check_within(*size)
             elif self._size is None:  # not checked, by the caller's choice: the size is noted

@@ -8,22 +8,38 @@ clock when NTP answers (and an operator may step it back). ``time`` (the wall cl
 names and records; every duration (latency, dwell, video segments, clips) is measured on
 ``clock`` (``time.perf_counter``: CLOCK_MONOTONIC on Linux, never stepped) or on a file's own
 ``pts`` (``media_time``).
+
+Why the image may be deferred: with ``decode: dvpp`` the model's input comes from the media
+units and the BGR picture exists only if something draws, saves or shows it; converting every
+frame for nobody costs a 1080p frame ~5 ms of a board's slow cores. A source hands a
+``DeferredImage`` instead of an array: ``frame.image`` converts on first read (once), and
+``frame.size`` answers without converting, for the records that only need the size.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 
+@dataclasses.dataclass(frozen=True)
+class DeferredImage:
+    """A frame's BGR picture not made yet: ``fetch()`` makes it, ``size`` is (width, height)."""
+
+    size: tuple[int, int]
+    fetch: Callable[[], np.ndarray]
+
+
 @dataclasses.dataclass
 class Frame:
-    """One BGR uint8 frame [h, w, 3] as a source delivered it."""
+    """One BGR uint8 frame [h, w, 3] as a source delivered it (``image``: made on first read
+    where the source deferred it)."""
 
     index: int  # position in the source, counting frames skipped by stride or dropped as stale
-    image: np.ndarray
+    image: np.ndarray  # a property (below): given a DeferredImage, converted on first read
     time: float  # wall-clock capture time, seconds since the epoch (time.time()): records only
     clock: float  # time.perf_counter() at capture (monotonic): latency and every duration
     pts: float | None = None  # media time in seconds (video files), None for live sources
@@ -32,6 +48,30 @@ class Frame:
     # decode: dvpp: the model's input (YUV420SP bytes) and its letterbox geometry, made where
     # the frame was decoded (edgefuse.vision.streams.dvpp_source); None: preprocess ``image``
     device_input: tuple[np.ndarray, Any] | None = None
+
+
+def _image(frame: Frame) -> np.ndarray:
+    value = frame.__dict__["_image"]
+    if isinstance(value, DeferredImage):
+        value = frame.__dict__["_image"] = value.fetch()
+    return value
+
+
+def _set_image(frame: Frame, value: np.ndarray | DeferredImage) -> None:
+    frame.__dict__["_image"] = value
+
+
+def _size(frame: Frame) -> tuple[int, int]:
+    """(width, height) of the frame, without making a deferred image."""
+    value = frame.__dict__["_image"]
+    if isinstance(value, DeferredImage):
+        return value.size
+    return int(value.shape[1]), int(value.shape[0])
+
+
+# After the dataclass is made: its __init__ assigns ``image`` through the property.
+Frame.image = property(_image, _set_image)  # type: ignore[assignment]
+Frame.size = property(_size)  # type: ignore[attr-defined]
 
 
 def media_time(frame: Frame) -> float:

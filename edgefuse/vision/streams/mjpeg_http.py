@@ -28,6 +28,7 @@ import http.client
 import logging
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -50,9 +51,13 @@ class NotMjpeg(Exception):  # noqa: N818 - a signal to the caller, not an error
 class MjpegDevice:
     """One connection to an MJPEG URL (see the module docstring); ``read`` as OpenCV's."""
 
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, *,
+                 decode: Callable[[bytes], Any] | None = None) -> None:
+        """``decode``: a part's bytes to the frame ``read`` returns, None for a part that is no
+        frame (default: OpenCV's JPEG decode; a DVPP source keeps the JPEG whole)."""
         self.url = url
         self.decode_errors = 0
+        self._decode = decode or decode_jpeg
         self._buffer = bytearray()
         self._connection, response = _connect(url, timeout_s)
         self._response = response
@@ -61,7 +66,7 @@ class MjpegDevice:
             self.release()
             raise NotMjpeg(response.getheader("Content-Type", ""))
         self._marker = b"--" + boundary
-        self._first: np.ndarray | None = None
+        self._first: Any = None
         ok, self._first = self.read()  # the size before the run; the first frame is kept
         if not ok:
             self.release()
@@ -72,10 +77,11 @@ class MjpegDevice:
     def get(self, prop: int) -> float:
         """What OpenCV's capture answers for the frame size (the first frame's) and the frame
         rate (0: unknown, as a camera's own pace)."""
-        if self._first is not None and prop == cv2().CAP_PROP_FRAME_WIDTH:
-            return float(self._first.shape[1])
-        if self._first is not None and prop == cv2().CAP_PROP_FRAME_HEIGHT:
-            return float(self._first.shape[0])
+        shape = getattr(self._first, "shape", None)
+        if shape is not None and prop == cv2().CAP_PROP_FRAME_WIDTH:
+            return float(shape[1])
+        if shape is not None and prop == cv2().CAP_PROP_FRAME_HEIGHT:
+            return float(shape[0])
         return 0.0
 
     def read(self) -> tuple[bool, Any]:
@@ -90,7 +96,7 @@ class MjpegDevice:
                 return False, None
             if part is None:
                 return False, None
-            image = decode_jpeg(part)
+            image = self._decode(part)
             if image is not None:
                 return True, image
             self._error(f"a part of {len(part)} bytes is no decodable JPEG")
@@ -186,13 +192,20 @@ class MjpegDevice:
         return body
 
 
-def decode_jpeg(data: bytes) -> np.ndarray | None:
-    """A BGR frame from a whole JPEG, None when it is not one (no start or end marker: cut or
-    not a JPEG; or OpenCV cannot decode it)."""
+def whole_jpeg(data: bytes) -> bytes | None:
+    """The part's JPEG, None when it is not a whole one (no start or end marker: cut, or not a
+    JPEG)."""
     data = data.strip(b"\r\n")
-    if not (data.startswith(b"\xff\xd8") and data.endswith(b"\xff\xd9")):
+    return data if data.startswith(b"\xff\xd8") and data.endswith(b"\xff\xd9") else None
+
+
+def decode_jpeg(data: bytes) -> np.ndarray | None:
+    """A BGR frame from a whole JPEG, None when it is not one (``whole_jpeg``) or OpenCV cannot
+    decode it."""
+    whole = whole_jpeg(data)
+    if whole is None:
         return None
-    return cv2().imdecode(np.frombuffer(data, np.uint8), cv2().IMREAD_COLOR)
+    return cv2().imdecode(np.frombuffer(whole, np.uint8), cv2().IMREAD_COLOR)
 
 
 def _connect(url: str, timeout_s: float) -> tuple[http.client.HTTPConnection, Any]:

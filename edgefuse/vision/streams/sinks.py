@@ -112,7 +112,7 @@ def frame_record(result: FrameResult, describe: Describe) -> dict[str, Any]:
         "time": round(frame.time, 6),
         "mono": round(frame.clock, 6),
         "pts": None if frame.pts is None else round(frame.pts, 6),
-        "size": {"width": int(frame.image.shape[1]), "height": int(frame.image.shape[0])},
+        "size": {"width": frame.size[0], "height": frame.size[1]},
     }
     if frame.name is not None:
         record["name"] = frame.name

@@ -454,15 +454,24 @@ class LiveSource(Source):
         index, self._sequence = self._sequence, self._sequence + 1
         if index % self.stride:
             self._count("skipped")
+            self._drop(image)
             return
-        frame = Frame(index, as_bgr(image, f"{self.name} frame {index}"), time.time(),
-                      time.perf_counter(), decode_s=decode_s)
+        frame = self._make_frame(index, image, decode_s)
         with self._ready:
             stale = self._slot is not None
             self._slot = frame
             self._ready.notify_all()
         if stale:
             self._count("dropped")
+
+    def _make_frame(self, index: int, image: Any, decode_s: float) -> Frame:
+        """The frame of what the device read (a subclass whose device reads something else,
+        e.g. a DVPP picture, makes its own)."""
+        return Frame(index, as_bgr(image, f"{self.name} frame {index}"), time.time(),
+                     time.perf_counter(), decode_s=decode_s)
+
+    def _drop(self, image: Any) -> None:
+        """What the device read, skipped by ``stride`` (a subclass may give it back)."""
 
     def _pause(self, seconds: float) -> bool:
         """Wait ``seconds`` before a reconnect attempt; True when the source was closed meanwhile
