@@ -14,12 +14,12 @@ from himpi_standin import HimpiStandIn
 from edgefuse._cv import cv2
 from edgefuse.acl.dvpp.units import BoardUnits
 from edgefuse.fallback.dvpp_emulation import EmulatedUnits
+from edgefuse.testing.mjpeg import MjpegServer, part
 from edgefuse.vision.streams.dvpp_source import DvppLiveSource, open_dvpp_source
 from edgefuse.vision.streams.pipeline import Pipeline
 from edgefuse.vision.streams.sinks import CallbackSink
 from edgefuse.vision.streams.sources import Reconnect
 from tests.acl.dvpp.test_jpegd import PLAN, SOC, SPEC
-from tests.vision.streams.scripted_camera import ScriptedCamera, part
 from tests.vision.streams.test_broken_cameras import (
     BROKEN_PARTS,
     FIRST_CONNECTION,
@@ -27,6 +27,7 @@ from tests.vision.streams.test_broken_cameras import (
     GOOD_1,
     GOOD_2,
     LAST,
+    PACE_FPS,
     SECOND_CONNECTION,
 )
 
@@ -65,7 +66,7 @@ def test_a_live_camera_on_dvpp_drops_stale_frames_counts_errors_and_reconnects(w
         units = BoardUnits(SPEC, SOC)
     else:
         units = EmulatedUnits(SPEC, SOC)
-    camera = ScriptedCamera([FIRST, SECOND_CONNECTION])
+    camera = MjpegServer(fps=PACE_FPS, scripts=[FIRST, SECOND_CONNECTION]).start()
     seen, states = [], []
 
     def collect(result):
