@@ -21,6 +21,7 @@ for `compile --int8 FOLDER` (INT8 calibration happens inside ATC, on the FP32 mo
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from edgefuse.cli._session_args import add_inputs_argument
 from edgefuse.errors import InputError, Ref
@@ -43,27 +44,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--emulate", action="store_true",
                         help="with --int8: also write host_int8.qdq.onnx, the host emulation of "
                         "the board's INT8 (ONNX Runtime QDQ), for verify --per-layer")
-    parser.add_argument("--soc", default=DEFAULT_INFER_SOC,
-                        help=f"with --int8: the chip ATC calibrates on (default "
+    parser.add_argument("--soc", help=f"with --int8: the chip ATC calibrates on (default "
                         f"{DEFAULT_INFER_SOC})")
     parser.add_argument("--keep-io-types", action="store_true",
                         help="keep float inputs and outputs FP32 (Casts at the boundary)")
-    parser.add_argument("--keep-fp32", default="auto", metavar="auto|none|NODE,OPTYPE,...",
+    parser.add_argument("--keep-fp32", metavar="auto|none|NODE,OPTYPE,...",
                         help="auto: policy + overflow + search (default); none: policy only; "
                         "or node names / ONNX op types to keep FP32 (may include auto)")
-    parser.add_argument("--min-cosine", type=float, default=DEFAULT_MIN_COSINE, metavar="C",
+    parser.add_argument("--min-cosine", type=float, metavar="C",
                         help=f"gate on every output (default {DEFAULT_MIN_COSINE})")
-    add_inputs_argument(parser, "calibration inputs", images=True)
-    parser.add_argument("--seed", type=int, default=0, help="seed of random calibration inputs")
-    parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
+    add_inputs_argument(parser, "calibration inputs", images=True,
+                        without="seeded random inputs (--fp16; --int8 refuses to calibrate on "
+                                "noise: give real frames)")
+    parser.add_argument("--seed", type=int, help="seed of random calibration inputs (default 0)")
+    parser.add_argument("--samples", type=int,
                         help=f"random calibration samples (default {DEFAULT_SAMPLES})")
-    parser.add_argument("--max-evaluations", type=int, default=40,
-                        help="bound on the search's model evaluations")
-    parser.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
-                        help="bound on the search's time")
+    parser.add_argument("--max-evaluations", type=int,
+                        help="bound on the search's model evaluations (default 40)")
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
+                        help="bound on the search's time (default 600)")
     parser.add_argument("--report", metavar="R.json", help="also write the report as JSON")
     parser.add_argument("--show-policy", action="store_true",
                         help="print the default keep-FP32 policy and exit")
+
+
+# the options of one target only: given with the other, they would be ignored
+FP16_ONLY = ("report", "keep_io_types", "keep_fp32", "min_cosine", "seed", "samples",
+             "max_evaluations", "budget")
+INT8_ONLY = ("keep_fp16", "emulate", "soc")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,55 +80,74 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.model or not args.output:
         raise InputError("quantize needs an input model and -o OUTPUT",
-                         hint="edgefuse quantize IN.onnx -o OUT.onnx --fp16",
+                         hint="edgefuse quantize IN.onnx --int8 --inputs frames/ -o FOLDER"
+                              if args.int8 else "edgefuse quantize IN.onnx -o OUT.onnx --fp16",
                          reference=Ref.BAD_USAGE)
     if args.fp16 == args.int8:
-        raise InputError("choose the target precision: one of --fp16, --int8",
-                         hint="pass --fp16 or --int8",
+        raise InputError("choose the target precision: one of --fp16, --int8"
+                         + (" (both were given)" if args.fp16 else ""),
+                         hint="--fp16 writes an FP16 ONNX; --int8 writes ATC's INT8 calibration "
+                              "folder" if args.fp16 else "pass --fp16 or --int8",
                          reference=Ref.NO_PRECISION)
+    _refuse_other_targets_options(args, "--int8" if args.int8 else "--fp16",
+                                  FP16_ONLY if args.int8 else INT8_ONLY)
     if args.int8:
         return _run_int8(args)
-    if args.keep_fp16:
-        raise InputError("--keep-fp16 applies to --int8", hint="with --fp16 use --keep-fp32",
-                         reference=Ref.BAD_USAGE)
+    given = {name: getattr(args, name) for name in ("keep_fp32", "min_cosine", "seed", "samples",
+                                                    "max_evaluations")
+             if getattr(args, name) is not None}
+    if args.budget is not None:
+        given["budget_s"] = args.budget
     result = quantize(
         args.model,
         output=args.output,
         keep_io_types=args.keep_io_types,
-        keep_fp32=args.keep_fp32,
-        min_cosine=args.min_cosine,
         inputs=args.inputs,
-        seed=args.seed,
-        samples=args.samples,
         report_path=args.report,
-        max_evaluations=args.max_evaluations,
-        budget_s=args.budget,
         preprocess=args.preprocess,
+        **given,
     )
     print(result.report.render())
     print(f"\nwrote {args.output}" + (f" and {args.report}" if args.report else ""))
     return 0 if result.passed else 1
 
 
-def _run_int8(args: argparse.Namespace) -> int:
-    fp16_only = [flag for flag, given in (("--report", args.report),
-                                          ("--keep-io-types", args.keep_io_types)) if given]
-    if fp16_only:
-        raise InputError(f"{', '.join(fp16_only)} appl{'ies' if len(fp16_only) == 1 else 'y'} "
-                         "to --fp16 only",
-                         hint="--int8 writes its record in the output folder (int8.json)",
+def _refuse_other_targets_options(args: argparse.Namespace, target: str,
+                                  others: tuple[str, ...]) -> None:
+    """An option of the other target is refused, not ignored: a user who gave it expects it to
+    change the result."""
+    given = ["--" + name.replace("_", "-") for name in others if getattr(args, name)
+             not in (None, False, [])]
+    if given:
+        other = "--fp16" if target == "--int8" else "--int8"
+        raise InputError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to "
+                         f"{other} only, not to {target}",
+                         hint=("--int8 writes its record in the output folder (int8.json); it "
+                               "calibrates on every frame of --inputs (a video: frames spread "
+                               "over it)") if target == "--int8" else
+                              "with --fp16 use --keep-fp32 to keep layers in float",
                          reference=Ref.BAD_USAGE)
+
+
+def _run_int8(args: argparse.Namespace) -> int:
     written = write_int8_calibration(
         args.model, args.output, inputs=args.inputs, keep_fp16=args.keep_fp16,
-        infer_soc=args.soc, preprocess=args.preprocess, emulate=args.emulate,
+        infer_soc=args.soc or DEFAULT_INFER_SOC, preprocess=args.preprocess,
+        emulate=args.emulate,
     )
     shapes = "; ".join(f"{i.name}: {list(i.shape)}" for i in written.inputs)
     kept = ", ".join(written.keep_fp16) or "none"
     print(f"INT8 calibration: {written.samples} sample(s) from {written.source} ({shapes}); "
           f"kept FP16: {kept}; calibrated on {written.infer_soc}")
-    print(f"wrote {args.output}/ (compile it with: edgefuse compile {args.model} "
-          f"--soc {written.infer_soc} -o BUILD --int8 {args.output})")
+    model, folder = shlex.quote(str(args.model)), shlex.quote(str(args.output))
+    print(f"wrote {args.output}/ (compile it with: edgefuse compile {model} "
+          f"--soc {written.infer_soc} -o BUILD --int8 {folder})")
     if written.emulated is not None:
+        # judged on the frames it was calibrated on: on noise, activations fall outside the
+        # calibrated ranges and the comparison says nothing about the camera
+        feeds = f" --inputs {shlex.quote(str(args.inputs))}" + (
+            f" --preprocess {shlex.quote(str(args.preprocess))}" if args.preprocess else "")
+        emulated = shlex.quote(f"{args.output}/{written.emulated}")
         print(f"host emulation of INT8 (a prediction until a board confirms it): edgefuse verify "
-              f"{args.model} {args.output}/{written.emulated} --per-layer")
+              f"{model} {emulated}{feeds} --per-layer")
     return 0
