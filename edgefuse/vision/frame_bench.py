@@ -152,8 +152,8 @@ def bench_source(
 
 def _open_task(source: Any, backends: Any, strict: bool,
                options: Mapping[str, Any]) -> VisionModel:
-    """The detector, or the segmenter where the outputs read as one; the detector's refusal
-    (which names the right app) when neither reads them."""
+    """The detector, or the segmenter where the outputs read as one; when neither reads them,
+    the refusal says both were tried, with the detector's reason (which names the right app)."""
     info = app_info_of(source)
     session = open_session(source, backends, strict=strict, **dict(options))
     refusal: InputError | None = None
@@ -162,11 +162,15 @@ def _open_task(source: Any, backends: Any, strict: bool,
             try:
                 return kind(session, info=info, manifest=source.manifest, label=source.label)
             except InputError as exc:
-                if exc.reference is not Ref.WRONG_MODEL_KIND:
+                if exc.reference != Ref.WRONG_MODEL_KIND:
                     raise
                 refusal = refusal or exc
         assert refusal is not None  # TASKS is not empty
-        raise refusal
+        raise InputError(
+            f"the frame path runs detectors and segmenters; {refusal.message}",
+            hint=f"{refusal.hint}; to time any model on tensors, leave out --source"
+                 if refusal.hint else "to time any model on tensors, leave out --source",
+            reference=Ref.WRONG_MODEL_KIND) from None
     except BaseException:
         session.close()
         raise

@@ -7,6 +7,7 @@ import json
 import re
 import socket
 
+import numpy as np
 import onnx
 import pytest
 
@@ -17,7 +18,7 @@ from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from tests.acl.models import hide_atc
 from tests.fallback.test_dvpp_emulation import h264_clip
 from tests.needs import optional
-from tests.vision.models import brightness_box_model
+from tests.vision.models import brightness_box_model, constant_model, red_mask_model
 
 pytestmark = pytest.mark.ort
 
@@ -114,3 +115,26 @@ def test_a_source_that_cannot_be_read_is_refused_clearly(detector, tmp_path, cap
         assert code == 2, (args, err)
         assert "Traceback" not in err and out == ""
         assert re.search(message, err), (args, err)
+
+
+def test_a_segmenter_times_its_frame_path(tmp_path, capsys):
+    """A model whose outputs read as masks runs as the segmentation app does: the detector's
+    refusal (wrong-model-kind) moves on to the segmenter, it does not end the bench."""
+    model = tmp_path / "mask.onnx"
+    onnx.save(red_mask_model(), model)
+    report = tmp_path / "frames.json"
+    code, out, err = _bench(capsys, model, "--backend", "cpu", "--source", SAMPLE_CLIP,
+                            "--iterations", 5, "--warmup", 1, "--json", report)
+    assert code == 0, err
+    assert "(segment), source" in out
+    assert json.loads(report.read_text())["task"] == "segment"
+
+
+def test_a_model_no_app_reads_is_refused_naming_both_tasks(tmp_path, capsys):
+    model = tmp_path / "logits.onnx"
+    onnx.save(constant_model(np.zeros((1, 10), np.float32)), model)
+    code, out, err = _bench(capsys, model, "--backend", "cpu", "--source", SAMPLE_CLIP)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert re.search(r"error\[wrong-model-kind\]: the frame path runs detectors and segmenters; "
+                     r".*logits\.onnx is not a detection model", err), err
+    assert "to time any model on tensors, leave out --source" in err
