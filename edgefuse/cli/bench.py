@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 
-from edgefuse._files import check_outputs_spare_inputs, write_text
+from edgefuse._files import check_output_path, check_outputs_spare_inputs, write_text
 from edgefuse.benchmark import bench
 from edgefuse.cli._session_args import (
     add_inputs_argument,
@@ -72,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        check_output_path(args.json)  # a report that cannot be written fails before the timing
     if args.source is not None:
         return _run_source(args)
     if args.decode is not None:

@@ -109,6 +109,11 @@ def test_a_source_that_cannot_be_read_is_refused_clearly(detector, tmp_path, cap
         (["--decode", "dvpp"], r"error\[bad-usage\]: --decode is for the frame path"),
         (["--source", SAMPLE_CLIP, "--batch", 2],
          r"error\[bad-usage\]: --batch is for timing the model on tensors"),
+        # a report that cannot be written fails before the timing, not after it
+        (["--source", SAMPLE_CLIP, "--json", tmp_path / "missing" / "r.json"],
+         r"error\[bad-output-path\]: output directory .*missing' does not exist"),
+        (["--json", tmp_path / "missing" / "r.json"],
+         r"error\[bad-output-path\]: output directory .*missing' does not exist"),
     ]
     for args, message in cases:
         code, out, err = _bench(capsys, detector, "--backend", "cpu", *args)
