@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the default keep-FP32 policy and exit")
 
 
+# CANN's advice on the calibration set: batch_num * batch_size "建议为16或32" (16 or 32 images;
+# "关于增加校准集的建议", CANNCommunityEdition/83RC1alpha003 appdevg/acldevg/aclcppdevg_000114)
+ADVISED_SAMPLES = 16
+
 # the options of one target only: given with the other, they would be ignored
 FP16_ONLY = ("report", "keep_io_types", "keep_fp32", "min_cosine", "seed", "samples",
              "max_evaluations", "budget")
@@ -139,6 +143,11 @@ def _run_int8(args: argparse.Namespace) -> int:
     kept = ", ".join(written.keep_fp16) or "none"
     print(f"INT8 calibration: {written.samples} sample(s) from {written.source} ({shapes}); "
           f"kept FP16: {kept}; calibrated on {written.infer_soc}")
+    if written.samples < ADVISED_SAMPLES:
+        print(f"note: {written.samples} calibration sample(s); CANN advises "
+              f"{ADVISED_SAMPLES} or 32 images of the scene for post-training quantization "
+              "(aclcppdevg_000114): with fewer, each activation range is set by what these "
+              "frames happen to show")
     model, folder = shlex.quote(str(args.model)), shlex.quote(str(args.output))
     print(f"wrote {args.output}/ (compile it with: edgefuse compile {model} "
           f"--soc {written.infer_soc} -o BUILD --int8 {folder})")

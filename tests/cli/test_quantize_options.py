@@ -78,3 +78,21 @@ def test_the_printed_verify_command_runs_on_the_calibration_frames(tmp_path, cap
     assert "PASSED" in capsys.readouterr().out
     compile_argv = shlex.split(printed[printed.index("edgefuse compile"):].split(")")[0])
     assert compile_argv[1:3] == ["compile", "my net.onnx"] and compile_argv[-1] == "my q"
+
+
+def test_fewer_frames_than_cann_advises_are_noted(model, tmp_path, capsys):
+    """CANN advises 16 or 32 calibration images: fewer still calibrate, with a note that says so;
+    16 give no note."""
+    photos = sorted(PHOTOS.glob("*.jpg"))
+    assert main(["quantize", str(model), "--int8", "--inputs", str(PHOTOS), "-o",
+                 str(tmp_path / "few")]) == 0
+    assert f"note: {len(photos)} calibration sample(s); CANN advises 16 or 32 images" in \
+        capsys.readouterr().out
+    enough = tmp_path / "enough"
+    enough.mkdir()
+    for index in range(16):
+        shutil.copy(photos[index % len(photos)], enough / f"{index:02d}.jpg")
+    assert main(["quantize", str(model), "--int8", "--inputs", str(enough), "-o",
+                 str(tmp_path / "q16")]) == 0
+    printed = capsys.readouterr().out
+    assert "16 sample(s)" in printed and "note:" not in printed
