@@ -40,7 +40,7 @@ from edgefuse.vision.streams.dvpp_source import DECODES
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_session_arguments(parser)
-    add_inputs_argument(parser, "inputs to time on")
+    add_inputs_argument(parser, "inputs to time on", images=True, preprocess=False)
     parser.add_argument("--batch", type=int, metavar="N", help="batch size of the inputs")
     parser.add_argument("--warmup", type=int, default=10, metavar="N",
                         help="untimed runs per runner first (default 10)")

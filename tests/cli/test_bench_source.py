@@ -143,3 +143,15 @@ def test_a_model_no_app_reads_is_refused_naming_both_tasks(tmp_path, capsys):
     assert re.search(r"error\[wrong-model-kind\]: the frame path runs detectors and segmenters; "
                      r".*logits\.onnx is not a detection model", err), err
     assert "to time any model on tensors, leave out --source" in err
+
+
+def test_inputs_help_says_images_and_videos_as_they_are_taken(detector, capsys):
+    """bench --inputs takes a video (or a folder of images) like every verb that runs a model;
+    its help said .npz only."""
+    with pytest.raises(SystemExit):
+        cli_main.main(["bench", "--help"])
+    assert "a folder of images or a video" in " ".join(capsys.readouterr().out.split())
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--inputs", SAMPLE_CLIP,
+                            "--iterations", 2, "--warmup", 0, "--no-onnxruntime")
+    assert code == 0, err
+    assert "edgefuse/cpu" in out
