@@ -16,6 +16,9 @@ simple quantization config (--keep-fp16 layers left unquantized) and ATC's compr
 for `compile --int8 FOLDER` (INT8 calibration happens inside ATC, on the FP32 model):
   edgefuse quantize net.onnx --int8 --inputs frames/ -o net.int8 --keep-fp16 /model.0/conv/Conv
   edgefuse compile net.onnx --soc Ascend310B4 -o build --int8 net.int8
+--emulate adds host_int8.qdq.onnx, the board's INT8 emulated on the host (a prediction until a
+board confirms it), for verify on the same frames (gated at cosine 0.99 by default):
+  edgefuse verify net.onnx net.int8/host_int8.qdq.onnx --inputs frames/ --per-layer --task detect
 """
 
 from __future__ import annotations

@@ -96,3 +96,9 @@ def test_fewer_frames_than_cann_advises_are_noted(model, tmp_path, capsys):
                  str(tmp_path / "q16")]) == 0
     printed = capsys.readouterr().out
     assert "16 sample(s)" in printed and "note:" not in printed
+
+
+def test_help_shows_the_emulation_verified_on_the_frames(capsys):
+    with pytest.raises(SystemExit):
+        main(["quantize", "--help"])
+    assert "verify net.onnx net.int8/host_int8.qdq.onnx --inputs frames/" in capsys.readouterr().out
