@@ -70,6 +70,10 @@ class FrameBenchReport:
     wall_ms_per_frame: float
     cpu_ms_per_frame: float
     in_place: bool  # the frames were written into the session's own input buffers
+    # a camera or stream: it sends frames at its own rate, so the decode stage holds the wait for
+    # the next one (the rate FFmpeg reports for a stream is a guess: 25 for any MJPEG over HTTP,
+    # so none is shown); the CPU time is still the work
+    paced: bool = False
 
     @property
     def fps(self) -> float:
@@ -95,6 +99,10 @@ class FrameBenchReport:
                      f"{self.fps:.1f} fps (stages in series)")
         lines.append(f"  CPU time {self.cpu_ms_per_frame:.3f} ms/frame (process, all threads): "
                      f"{self.cores_busy:.2f} cores busy")
+        if self.paced:
+            lines.append("  note: a camera or stream sends frames at its own rate: decode "
+                         "includes the wait for the next frame and fps is at most the source's; "
+                         "the CPU time is the work (a file times the decode alone)")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -104,7 +112,7 @@ class FrameBenchReport:
                 "stages": {name: dataclasses.asdict(stage) for name, stage in self.stages.items()},
                 "wall_ms_per_frame": self.wall_ms_per_frame, "fps": self.fps,
                 "cpu_ms_per_frame": self.cpu_ms_per_frame, "cores_busy": self.cores_busy,
-                "in_place": self.in_place}
+                "in_place": self.in_place, "paced": self.paced}
 
 
 def bench_source(
@@ -147,7 +155,14 @@ def bench_source(
         model=resolved.label, source=str(source), backend=task.session.backend,
         task=task.task, decode=chosen, frames=len(stages["decode"]), frame_size=size,
         stages={name: StageTime.of(values) for name, values in stages.items()},
-        wall_ms_per_frame=wall, cpu_ms_per_frame=cpu, in_place=in_place)
+        wall_ms_per_frame=wall, cpu_ms_per_frame=cpu, in_place=in_place,
+        paced=_paced(source))
+
+
+def _paced(source: str | Path) -> bool:
+    """A camera index or a stream URL: frames come when the device sends them."""
+    text = str(source)
+    return text.isdigit() or "://" in text
 
 
 def _open_task(source: Any, backends: Any, strict: bool,

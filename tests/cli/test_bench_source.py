@@ -14,6 +14,7 @@ import pytest
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.compile.compile import compile_model
 from edgefuse.cli import main as cli_main
+from edgefuse.testing.mjpeg import MjpegServer
 from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from tests.acl.models import hide_atc
 from tests.fallback.test_dvpp_emulation import h264_clip
@@ -155,3 +156,19 @@ def test_inputs_help_says_images_and_videos_as_they_are_taken(detector, capsys):
                             "--iterations", 2, "--warmup", 0, "--no-onnxruntime")
     assert code == 0, err
     assert "edgefuse/cpu" in out
+
+
+def test_a_live_stream_is_timed_with_a_note_on_its_pace(detector, tmp_path, capsys):
+    """A camera sends frames at its own rate: the decode stage holds the wait for the next one,
+    and the report says so (a file's does not)."""
+    report = tmp_path / "frames.json"
+    with MjpegServer(fps=100) as camera:
+        code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", camera.url,
+                                "--iterations", 3, "--warmup", 0, "--json", report)
+    assert code == 0, err
+    assert "note: a camera or stream sends frames at its own rate" in out
+    assert json.loads(report.read_text())["paced"] is True
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", SAMPLE_CLIP,
+                            "--iterations", 3, "--warmup", 0, "--json", report)
+    assert code == 0, err
+    assert "note:" not in out and json.loads(report.read_text())["paced"] is False
