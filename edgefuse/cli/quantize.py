@@ -31,6 +31,7 @@ from edgefuse.errors import InputError, Ref
 from edgefuse.quantize import DEFAULT_MIN_COSINE, DEFAULT_SAMPLES, quantize
 from edgefuse.quantize.int8 import DEFAULT_INFER_SOC, write_int8_calibration
 from edgefuse.quantize.policy import render_policy
+from edgefuse.reference.feeds import VIDEO_FRAMES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,17 +124,23 @@ def _refuse_other_targets_options(args: argparse.Namespace, target: str,
                                   others: tuple[str, ...]) -> None:
     """An option of the other target is refused, not ignored: a user who gave it expects it to
     change the result."""
-    given = ["--" + name.replace("_", "-") for name in others if getattr(args, name)
-             not in (None, False, [])]
+    given = ["--" + name.replace("_", "-") for name in others
+             if _given(getattr(args, name))]
     if given:
         other = "--fp16" if target == "--int8" else "--int8"
         raise InputError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to "
                          f"{other} only, not to {target}",
                          hint=("--int8 writes its record in the output folder (int8.json); it "
-                               "calibrates on every frame of --inputs (a video: frames spread "
-                               "over it)") if target == "--int8" else
+                               f"calibrates on every image of --inputs (a video: {VIDEO_FRAMES} "
+                               "frames spread over it)") if target == "--int8" else
                               "with --fp16 use --keep-fp32 to keep layers in float",
                          reference=Ref.BAD_USAGE)
+
+
+def _given(value: object) -> bool:
+    """Whether an option was on the command line: not its unset default (None, a flag's False,
+    --keep-fp16's []); a value such as --seed 0 counts."""
+    return value is not None and value is not False and value != []
 
 
 def _run_int8(args: argparse.Namespace) -> int:
