@@ -33,10 +33,11 @@ from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.model.adapter import VisionModel, app_info_of
 from edgefuse.vision.segment.segmenter import Segmenter
 from edgefuse.vision.streams.dvpp_source import DvppSource, decide
-from edgefuse.vision.streams.sources import Source, open_source
+from edgefuse.vision.streams.sources import ImageSource, Source, open_source
 
 STAGES = ("decode", "preprocess", "infer", "postprocess")
 DEFAULT_FRAMES = 100
+DEFAULT_SOURCE_WARMUP = 5  # frames not timed; at most half of a folder of images (short_warmup)
 TASKS: tuple[type[VisionModel], ...] = (Detector, Segmenter)
 
 
@@ -124,16 +125,18 @@ def bench_source(
     decode: str = "auto",
     frames: int | None = None,
     seconds: float | None = None,
-    warmup: int = 5,
+    warmup: int | None = None,
     session_options: Mapping[str, Any] | None = None,
 ) -> FrameBenchReport:
     """Time ``frames`` frames (default 100, or the whole file if shorter) or ``seconds`` of
-    ``source`` through ``model``'s whole frame path (see the module docstring)."""
+    ``source`` through ``model``'s whole frame path (see the module docstring). ``warmup``:
+    frames not timed (default ``DEFAULT_SOURCE_WARMUP``, at most half of a folder of images: a
+    handful of photos is timed, not spent on the warm-up)."""
     if frames is not None and frames < 1:
         raise InputError(f"frames must be at least 1, got {frames}", reference=Ref.BAD_USAGE)
     if seconds is not None and seconds <= 0:
         raise InputError(f"seconds must be > 0, got {seconds}", reference=Ref.BAD_USAGE)
-    if warmup < 0:
+    if warmup is not None and warmup < 0:
         raise InputError(f"warmup must be >= 0, got {warmup}", reference=Ref.BAD_USAGE)
     resolved = resolve_source(model)
     task = _open_task(resolved, backends, strict, session_options or {})
@@ -141,6 +144,8 @@ def bench_source(
         chosen = decide(decode, task.session.backend, task.plan, source)
         frames_in = (DvppSource(source, task.plan, task.session.soc) if chosen == "dvpp" else
                      open_source(source, live=False))
+        if warmup is None:
+            warmup = _default_warmup(frames_in)
         try:
             timed = _run(task, frames_in, warmup,
                          frames if frames is not None or seconds is not None else DEFAULT_FRAMES,
@@ -157,6 +162,14 @@ def bench_source(
         stages={name: StageTime.of(values) for name, values in stages.items()},
         wall_ms_per_frame=wall, cpu_ms_per_frame=cpu, in_place=in_place,
         paced=_paced(source))
+
+
+def _default_warmup(source: Source) -> int:
+    """``DEFAULT_SOURCE_WARMUP`` frames, at most half of a folder of images (its length is known
+    before the first read; a video's header count is not to be trusted)."""
+    if isinstance(source, ImageSource):
+        return min(DEFAULT_SOURCE_WARMUP, source.count // 2)
+    return DEFAULT_SOURCE_WARMUP
 
 
 def _paced(source: str | Path) -> bool:

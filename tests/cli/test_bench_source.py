@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -172,3 +173,18 @@ def test_a_live_stream_is_timed_with_a_note_on_its_pace(detector, tmp_path, caps
                             "--iterations", 3, "--warmup", 0, "--json", report)
     assert code == 0, err
     assert "note:" not in out and json.loads(report.read_text())["paced"] is False
+
+
+def test_a_folder_of_photos_is_timed_with_the_default_warmup(detector, tmp_path, capsys):
+    """A handful of photos is timed, not all spent on the warm-up: by default at most half of a
+    folder of images warms up (the tensor bench's 10 runs left nothing of 7 photos)."""
+    photos = sorted((Path(__file__).parents[1] / "vision" / "photos").glob("*.jpg"))
+    report = tmp_path / "frames.json"
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", photos[0].parent,
+                            "--json", report)
+    assert code == 0, err
+    assert json.loads(report.read_text())["frames"] == len(photos) - len(photos) // 2
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", photos[0],
+                            "--json", report)
+    assert code == 0, err
+    assert json.loads(report.read_text())["frames"] == 1
