@@ -33,6 +33,7 @@ from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.session import Session
 
 DEFAULT_ITERATIONS = 100
+DEFAULT_WARMUP = 10  # untimed runs per runner
 DEFAULT_ROUNDS = 5
 
 
@@ -133,7 +134,7 @@ def bench(
     *,
     strict: bool = False,
     batch: int | None = None,
-    warmup: int = 10,
+    warmup: int = DEFAULT_WARMUP,
     iterations: int | None = None,
     seconds: float | None = None,
     rounds: int = DEFAULT_ROUNDS,

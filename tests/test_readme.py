@@ -25,3 +25,18 @@ def test_readme_opens_with_demo_and_test_commands():
 def test_ci_runs_the_readme_test_command():
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert _readme_commands()[1] in [line.strip() for line in ci_lines]
+
+
+def test_the_pipeline_makes_the_folders_its_commands_write_into():
+    """The verbs write into existing folders only (exit 2 otherwise), so the README's pipeline,
+    pasted as it stands, must make its work folder before the first `-o w/...`."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("## The pipeline"):].split("\n\n")[1]
+    made = {Path(".")}
+    for line in block.splitlines():
+        words = line.split("#")[0].split()
+        if words[:2] == ["mkdir", "-p"]:
+            made.update(Path(word) for word in words[2:])
+        for flag, value in zip(words, words[1:], strict=False):
+            if flag in ("-o", "--output", "--report", "--json"):
+                assert Path(value.rstrip("/")).parent in made, (line, value)

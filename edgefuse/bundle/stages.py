@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -321,7 +322,7 @@ def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None
             proto, scratch / INT8_FOLDER, inputs=spec.calibration, keep_fp16=spec.keep_fp16,
             infer_soc=soc, preprocess=preprocess, emulate=True)
     except InputError as exc:
-        message = exc.message.replace(str(spec.calibration), spec.calibration_text)
+        message = _as_written(exc.message, spec)
         if exc.reference == Ref.UNKNOWN_KEEP_FP16_LAYER.value:
             raise spec.problem("keep_fp16", message.removeprefix("--keep-fp16: "),
                                f"{exc.hint}; the build quantizes the optimized model: "
@@ -332,6 +333,14 @@ def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None
     return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
                                "degenerate": parity.degenerate}),
             "samples": written.samples, "keep_fp16": list(written.keep_fp16)}
+
+
+def _as_written(message: str, spec: Int8Spec) -> str:
+    """``message`` with the calibration source's resolved path as the spec writes it: a file
+    inside a folder written ``frames/`` reads ``frames/b.jpg``, not ``frames//b.jpg``."""
+    folder = spec.calibration_text.rstrip("/") + "/"
+    return (message.replace(f"{spec.calibration}{os.sep}", folder)
+            .replace(str(spec.calibration), spec.calibration_text))
 
 
 def _raw_predictions(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -42,16 +42,19 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_inputs_argument(parser: argparse.ArgumentParser, purpose: str = "inputs", *,
-                        images: bool = False) -> None:
+                        images: bool = False, preprocess: bool = True,
+                        without: str = "seeded random inputs") -> None:
     """``--inputs FILE.npz|DIR``: the one file format for model inputs on every verb; with
-    ``images``, also a folder of images or a video, and ``--preprocess`` for how they are fed."""
+    ``images``, also a folder of images or a video, and ``--preprocess`` for how they are fed;
+    ``without``: what the verb does when none are given; ``preprocess=False`` for a verb that
+    feeds images plainly resized to the input (bench: the values do not change the timing)."""
     more = ", a folder of images or a video (one-image models)" if images else ""
     parser.add_argument(
         "--inputs", metavar="FILE.npz|DIR" + ("|VIDEO" if images else ""),
         help=f"{purpose}: an .npz with one array per input name, a folder of .npz files "
-             f"(one per sample){more}; default: seeded random inputs",
+             f"(one per sample){more}; default: {without}",
     )
-    if images:
+    if images and preprocess:
         parser.add_argument(
             "--preprocess", metavar="SPEC.yaml",
             help="how images become the model input (size, resize/letterbox, color, scale, "

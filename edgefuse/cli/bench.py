@@ -22,8 +22,8 @@ import argparse
 import json
 import sys
 
-from edgefuse._files import check_outputs_spare_inputs, write_text
-from edgefuse.benchmark import bench
+from edgefuse._files import check_output_path, check_outputs_spare_inputs, write_text
+from edgefuse.benchmark import DEFAULT_WARMUP, bench
 from edgefuse.cli._session_args import (
     add_inputs_argument,
     add_session_arguments,
@@ -34,16 +34,18 @@ from edgefuse.cli.profile import profile_model
 from edgefuse.errors import InputError, Ref
 from edgefuse.profile.run import DEFAULT_RUNS
 from edgefuse.profile.socs import soc_peaks
-from edgefuse.vision.frame_bench import bench_source
+from edgefuse.vision.frame_bench import DEFAULT_SOURCE_WARMUP, bench_source
 from edgefuse.vision.streams.dvpp_source import DECODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_session_arguments(parser)
-    add_inputs_argument(parser, "inputs to time on")
+    add_inputs_argument(parser, "inputs to time on", images=True, preprocess=False)
     parser.add_argument("--batch", type=int, metavar="N", help="batch size of the inputs")
-    parser.add_argument("--warmup", type=int, default=10, metavar="N",
-                        help="untimed runs per runner first (default 10)")
+    parser.add_argument("--warmup", type=int, metavar="N",
+                        help=f"untimed runs per runner first (default {DEFAULT_WARMUP}; with "
+                        f"--source, frames: {DEFAULT_SOURCE_WARMUP}, at most half of a folder "
+                        "of images)")
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--iterations", type=int, metavar="N",
                         help="timed runs per runner (default 100)")
@@ -72,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        check_output_path(args.json)  # a report that cannot be written fails before the timing
     if args.source is not None:
         return _run_source(args)
     if args.decode is not None:
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         strict=args.strict,
         batch=args.batch,
         inputs=args.inputs,
-        warmup=args.warmup,
+        warmup=DEFAULT_WARMUP if args.warmup is None else args.warmup,
         iterations=args.iterations,
         seconds=args.seconds,
         compare_onnxruntime=not args.no_onnxruntime,

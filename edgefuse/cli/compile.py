@@ -78,7 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="quantize to INT8 in ATC with this `quantize --int8` calibration "
                         "folder (--compression_optimize_conf)")
     parser.add_argument("--aipp", metavar="SPEC.yaml",
-                        help="preprocessing spec: board-side AIPP (aipp.cfg) from uint8 frames")
+                        help="preprocessing spec: board-side AIPP (aipp.cfg) from uint8 frames; "
+                        "YAML keys input_format and source_size (required), crop, model_color, "
+                        "mean, std or scale, csc, input (docs/sim.md, \"DVPP\")")
     gears = parser.add_mutually_exclusive_group()
     gears.add_argument("--dynamic-batch", type=_gears, metavar="1,2,4",
                        help="compile batch-size gears (ATC --dynamic_batch_size)")

@@ -40,7 +40,12 @@ from edgefuse.cli._session_args import (
 )
 from edgefuse.errors import InputError, Ref
 from edgefuse.goldens import check_against
-from edgefuse.verify import DEFAULT_FP16_MIN_COSINE, DEFAULT_MIN_COSINE, verify
+from edgefuse.verify import (
+    DEFAULT_FP16_MIN_COSINE,
+    DEFAULT_INT8_MIN_COSINE,
+    DEFAULT_MIN_COSINE,
+    verify,
+)
 from edgefuse.verify.layers import DEFAULT_LAYER_ALARM
 from edgefuse.verify.task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TASKS
 
@@ -58,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=1, help="random input samples")
     parser.add_argument("--min-cosine", type=float, default=None, metavar="C",
                         help=f"output gate (default {DEFAULT_MIN_COSINE}; "
-                        f"{DEFAULT_FP16_MIN_COSINE} when the candidate runs with FP16 storage)")
+                        f"{DEFAULT_FP16_MIN_COSINE} when the candidate runs with FP16 storage; "
+                        f"{DEFAULT_INT8_MIN_COSINE} when it quantizes activations, as "
+                        "`quantize --int8 --emulate`'s host_int8.qdq.onnx does)")
     parser.add_argument("--max-rel-l2", type=float, default=None, metavar="E")
     parser.add_argument("--json", metavar="R.json", help="also write the result as JSON")
     emulation = parser.add_mutually_exclusive_group()

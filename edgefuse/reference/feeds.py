@@ -282,9 +282,23 @@ def _load(inputs: FeedSource) -> list[tuple[str, Mapping[str, np.ndarray]]]:
         if path.is_dir():
             return [(str(p), load_npz(p)) for p in sorted(path.glob("*.npz"))]
         if not path.exists():
-            raise InputError(f"no such inputs file: '{path}'", reference=Ref.FILE_NOT_FOUND)
+            pattern = any(char in str(path) for char in "*?[")
+            raise InputError(
+                f"no such inputs file: '{path}'",
+                hint=("--inputs takes no glob pattern: give the folder that holds the images "
+                      f"('{_folder_of_pattern(path)}')") if pattern else
+                     "give an .npz file, a folder of .npz files, or (a model with one image "
+                     "input) a folder of images or a video",
+                reference=Ref.FILE_NOT_FOUND)
         return [(str(path), load_npz(path))]
     return [(f"sample {index}", feeds) for index, feeds in enumerate(inputs)]
+
+
+def _folder_of_pattern(path: Path) -> Path:
+    """The folder above the first part of ``path`` that holds a glob character."""
+    parts = path.parts
+    first = next(index for index, part in enumerate(parts) if any(c in part for c in "*?["))
+    return Path(*parts[:first]) if first else Path(".")
 
 
 # ---- run --input NAME=FILE (the older convention) ------------------------------------------------

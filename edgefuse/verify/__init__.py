@@ -32,6 +32,10 @@ from edgefuse.verify.task import DEFAULT_GT_CONF, DEFAULT_MIN_SCORE, TaskParity,
 DEFAULT_MIN_COSINE = 0.99999
 # The default gate when the candidate runs with FP16 storage (an FP16 model, or --emulate-fp16).
 DEFAULT_FP16_MIN_COSINE = 0.999
+# The default gate when the candidate quantizes activations (QuantizeLinear: `quantize --int8
+# --emulate`'s host emulation of the board's INT8): the build spec's `int8_min_cosine`. INT8
+# rounds every activation to 256 levels, so the FP32/FP16 gates fail every sound INT8 model.
+DEFAULT_INT8_MIN_COSINE = 0.99
 
 
 @dataclasses.dataclass
@@ -136,7 +140,8 @@ def verify(
 
     Outputs are matched by name; the candidate must produce every output the reference has, with
     the same shape. ``passed`` is False when any output misses a gate (the CLI exits 1): cosine
-    >= ``min_cosine`` (default 0.99999, or 0.999 when the candidate runs with FP16 storage). With
+    >= ``min_cosine`` (default 0.99999, 0.999 when the candidate runs with FP16 storage, 0.99
+    when it quantizes activations to INT8: a QDQ emulation). With
     several samples (a folder of .npz or images, a video, or ``samples`` random draws) each output
     reports its worst sample. An output nearly constant on every sample (a detector's map on
     noise) is left out of the gate and noted; when every output is, the result is inconclusive.
@@ -174,7 +179,8 @@ def verify(
     runnable = (fp16_storage_model(cand_model, force_fp16=not declared, types=cand_types)
                 if emulate else cand_model)
     if min_cosine is None:
-        min_cosine = DEFAULT_FP16_MIN_COSINE if emulate else DEFAULT_MIN_COSINE
+        min_cosine = (DEFAULT_INT8_MIN_COSINE if quantizes_activations(cand_model) else
+                      DEFAULT_FP16_MIN_COSINE if emulate else DEFAULT_MIN_COSINE)
     ref_outs = [run_onnx(ref_model, feeds) for feeds in feeds_list]
     cand_outs = [run_onnx(runnable, coerce_feeds(runnable, feeds)) for feeds in feeds_list]
     outputs = compare_outputs(ref_outs, cand_outs, Gate(min_cosine, max_rel_l2))
@@ -198,3 +204,10 @@ def verify(
     if json_path is not None:
         write_text(json_path, json.dumps(result.to_json(), indent=2))
     return result
+
+
+def quantizes_activations(model: onnx.ModelProto) -> bool:
+    """Whether ``model`` rounds activations to integers (a QuantizeLinear in its graph), as the
+    host emulation of an INT8 build does."""
+    return any(node.op_type in ("QuantizeLinear", "DynamicQuantizeLinear")
+               for node in model.graph.node)

@@ -33,10 +33,11 @@ from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.model.adapter import VisionModel, app_info_of
 from edgefuse.vision.segment.segmenter import Segmenter
 from edgefuse.vision.streams.dvpp_source import DvppSource, decide
-from edgefuse.vision.streams.sources import Source, open_source
+from edgefuse.vision.streams.sources import ImageSource, Source, open_source
 
 STAGES = ("decode", "preprocess", "infer", "postprocess")
 DEFAULT_FRAMES = 100
+DEFAULT_SOURCE_WARMUP = 5  # frames not timed; at most half of a folder of images (short_warmup)
 TASKS: tuple[type[VisionModel], ...] = (Detector, Segmenter)
 
 
@@ -70,6 +71,10 @@ class FrameBenchReport:
     wall_ms_per_frame: float
     cpu_ms_per_frame: float
     in_place: bool  # the frames were written into the session's own input buffers
+    # a camera or stream: it sends frames at its own rate, so the decode stage holds the wait for
+    # the next one (the rate FFmpeg reports for a stream is a guess: 25 for any MJPEG over HTTP,
+    # so none is shown); the CPU time is still the work
+    paced: bool = False
 
     @property
     def fps(self) -> float:
@@ -95,6 +100,10 @@ class FrameBenchReport:
                      f"{self.fps:.1f} fps (stages in series)")
         lines.append(f"  CPU time {self.cpu_ms_per_frame:.3f} ms/frame (process, all threads): "
                      f"{self.cores_busy:.2f} cores busy")
+        if self.paced:
+            lines.append("  note: a camera or stream sends frames at its own rate: decode "
+                         "includes the wait for the next frame and fps is at most the source's; "
+                         "the CPU time is the work (a file times the decode alone)")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -104,7 +113,7 @@ class FrameBenchReport:
                 "stages": {name: dataclasses.asdict(stage) for name, stage in self.stages.items()},
                 "wall_ms_per_frame": self.wall_ms_per_frame, "fps": self.fps,
                 "cpu_ms_per_frame": self.cpu_ms_per_frame, "cores_busy": self.cores_busy,
-                "in_place": self.in_place}
+                "in_place": self.in_place, "paced": self.paced}
 
 
 def bench_source(
@@ -116,16 +125,18 @@ def bench_source(
     decode: str = "auto",
     frames: int | None = None,
     seconds: float | None = None,
-    warmup: int = 5,
+    warmup: int | None = None,
     session_options: Mapping[str, Any] | None = None,
 ) -> FrameBenchReport:
     """Time ``frames`` frames (default 100, or the whole file if shorter) or ``seconds`` of
-    ``source`` through ``model``'s whole frame path (see the module docstring)."""
+    ``source`` through ``model``'s whole frame path (see the module docstring). ``warmup``:
+    frames not timed (default ``DEFAULT_SOURCE_WARMUP``, at most half of a folder of images: a
+    handful of photos is timed, not spent on the warm-up)."""
     if frames is not None and frames < 1:
         raise InputError(f"frames must be at least 1, got {frames}", reference=Ref.BAD_USAGE)
     if seconds is not None and seconds <= 0:
         raise InputError(f"seconds must be > 0, got {seconds}", reference=Ref.BAD_USAGE)
-    if warmup < 0:
+    if warmup is not None and warmup < 0:
         raise InputError(f"warmup must be >= 0, got {warmup}", reference=Ref.BAD_USAGE)
     resolved = resolve_source(model)
     task = _open_task(resolved, backends, strict, session_options or {})
@@ -133,6 +144,8 @@ def bench_source(
         chosen = decide(decode, task.session.backend, task.plan, source)
         frames_in = (DvppSource(source, task.plan, task.session.soc) if chosen == "dvpp" else
                      open_source(source, live=False))
+        if warmup is None:
+            warmup = _default_warmup(frames_in)
         try:
             timed = _run(task, frames_in, warmup,
                          frames if frames is not None or seconds is not None else DEFAULT_FRAMES,
@@ -147,13 +160,28 @@ def bench_source(
         model=resolved.label, source=str(source), backend=task.session.backend,
         task=task.task, decode=chosen, frames=len(stages["decode"]), frame_size=size,
         stages={name: StageTime.of(values) for name, values in stages.items()},
-        wall_ms_per_frame=wall, cpu_ms_per_frame=cpu, in_place=in_place)
+        wall_ms_per_frame=wall, cpu_ms_per_frame=cpu, in_place=in_place,
+        paced=_paced(source))
+
+
+def _default_warmup(source: Source) -> int:
+    """``DEFAULT_SOURCE_WARMUP`` frames, at most half of a folder of images (its length is known
+    before the first read; a video's header count is not to be trusted)."""
+    if isinstance(source, ImageSource):
+        return min(DEFAULT_SOURCE_WARMUP, source.count // 2)
+    return DEFAULT_SOURCE_WARMUP
+
+
+def _paced(source: str | Path) -> bool:
+    """A camera index or a stream URL: frames come when the device sends them."""
+    text = str(source)
+    return text.isdigit() or "://" in text
 
 
 def _open_task(source: Any, backends: Any, strict: bool,
                options: Mapping[str, Any]) -> VisionModel:
-    """The detector, or the segmenter where the outputs read as one; the detector's refusal
-    (which names the right app) when neither reads them."""
+    """The detector, or the segmenter where the outputs read as one; when neither reads them,
+    the refusal says both were tried, with the detector's reason (which names the right app)."""
     info = app_info_of(source)
     session = open_session(source, backends, strict=strict, **dict(options))
     refusal: InputError | None = None
@@ -162,11 +190,15 @@ def _open_task(source: Any, backends: Any, strict: bool,
             try:
                 return kind(session, info=info, manifest=source.manifest, label=source.label)
             except InputError as exc:
-                if exc.reference is not Ref.WRONG_MODEL_KIND:
+                if exc.reference != Ref.WRONG_MODEL_KIND:
                     raise
                 refusal = refusal or exc
         assert refusal is not None  # TASKS is not empty
-        raise refusal
+        raise InputError(
+            f"the frame path runs detectors and segmenters; {refusal.message}",
+            hint=f"{refusal.hint}; to time any model on tensors, leave out --source"
+                 if refusal.hint else "to time any model on tensors, leave out --source",
+            reference=Ref.WRONG_MODEL_KIND) from None
     except BaseException:
         session.close()
         raise

@@ -6,18 +6,21 @@ from __future__ import annotations
 import json
 import re
 import socket
+from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
 from edgefuse.acl.compile.aipp import AippSpec
 from edgefuse.acl.compile.compile import compile_model
 from edgefuse.cli import main as cli_main
+from edgefuse.testing.mjpeg import MjpegServer
 from edgefuse.vision.scenes.shapes import SAMPLE_CLIP
 from tests.acl.models import hide_atc
 from tests.fallback.test_dvpp_emulation import h264_clip
 from tests.needs import optional
-from tests.vision.models import brightness_box_model
+from tests.vision.models import brightness_box_model, constant_model, red_mask_model
 
 pytestmark = pytest.mark.ort
 
@@ -108,9 +111,80 @@ def test_a_source_that_cannot_be_read_is_refused_clearly(detector, tmp_path, cap
         (["--decode", "dvpp"], r"error\[bad-usage\]: --decode is for the frame path"),
         (["--source", SAMPLE_CLIP, "--batch", 2],
          r"error\[bad-usage\]: --batch is for timing the model on tensors"),
+        # a report that cannot be written fails before the timing, not after it
+        (["--source", SAMPLE_CLIP, "--json", tmp_path / "missing" / "r.json"],
+         r"error\[bad-output-path\]: output directory .*missing' does not exist"),
+        (["--json", tmp_path / "missing" / "r.json"],
+         r"error\[bad-output-path\]: output directory .*missing' does not exist"),
     ]
     for args, message in cases:
         code, out, err = _bench(capsys, detector, "--backend", "cpu", *args)
         assert code == 2, (args, err)
         assert "Traceback" not in err and out == ""
         assert re.search(message, err), (args, err)
+
+
+def test_a_segmenter_times_its_frame_path(tmp_path, capsys):
+    """A model whose outputs read as masks runs as the segmentation app does: the detector's
+    refusal (wrong-model-kind) moves on to the segmenter, it does not end the bench."""
+    model = tmp_path / "mask.onnx"
+    onnx.save(red_mask_model(), model)
+    report = tmp_path / "frames.json"
+    code, out, err = _bench(capsys, model, "--backend", "cpu", "--source", SAMPLE_CLIP,
+                            "--iterations", 5, "--warmup", 1, "--json", report)
+    assert code == 0, err
+    assert "(segment), source" in out
+    assert json.loads(report.read_text())["task"] == "segment"
+
+
+def test_a_model_no_app_reads_is_refused_naming_both_tasks(tmp_path, capsys):
+    model = tmp_path / "logits.onnx"
+    onnx.save(constant_model(np.zeros((1, 10), np.float32)), model)
+    code, out, err = _bench(capsys, model, "--backend", "cpu", "--source", SAMPLE_CLIP)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert re.search(r"error\[wrong-model-kind\]: the frame path runs detectors and segmenters; "
+                     r".*logits\.onnx is not a detection model", err), err
+    assert "to time any model on tensors, leave out --source" in err
+
+
+def test_inputs_help_says_images_and_videos_as_they_are_taken(detector, capsys):
+    """bench --inputs takes a video (or a folder of images) like every verb that runs a model;
+    its help said .npz only."""
+    with pytest.raises(SystemExit):
+        cli_main.main(["bench", "--help"])
+    assert "a folder of images or a video" in " ".join(capsys.readouterr().out.split())
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--inputs", SAMPLE_CLIP,
+                            "--iterations", 2, "--warmup", 0, "--no-onnxruntime")
+    assert code == 0, err
+    assert "edgefuse/cpu" in out
+
+
+def test_a_live_stream_is_timed_with_a_note_on_its_pace(detector, tmp_path, capsys):
+    """A camera sends frames at its own rate: the decode stage holds the wait for the next one,
+    and the report says so (a file's does not)."""
+    report = tmp_path / "frames.json"
+    with MjpegServer(fps=100) as camera:
+        code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", camera.url,
+                                "--iterations", 3, "--warmup", 0, "--json", report)
+    assert code == 0, err
+    assert "note: a camera or stream sends frames at its own rate" in out
+    assert json.loads(report.read_text())["paced"] is True
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", SAMPLE_CLIP,
+                            "--iterations", 3, "--warmup", 0, "--json", report)
+    assert code == 0, err
+    assert "note:" not in out and json.loads(report.read_text())["paced"] is False
+
+
+def test_a_folder_of_photos_is_timed_with_the_default_warmup(detector, tmp_path, capsys):
+    """A handful of photos is timed, not all spent on the warm-up: by default at most half of a
+    folder of images warms up (the tensor bench's 10 runs left nothing of 7 photos)."""
+    photos = sorted((Path(__file__).parents[1] / "vision" / "photos").glob("*.jpg"))
+    report = tmp_path / "frames.json"
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", photos[0].parent,
+                            "--json", report)
+    assert code == 0, err
+    assert json.loads(report.read_text())["frames"] == len(photos) - len(photos) // 2
+    code, out, err = _bench(capsys, detector, "--backend", "cpu", "--source", photos[0],
+                            "--json", report)
+    assert code == 0, err
+    assert json.loads(report.read_text())["frames"] == 1

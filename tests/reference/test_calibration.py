@@ -118,3 +118,20 @@ def test_images_for_a_model_that_takes_no_image_are_refused(tmp_path):
     (folder / "broken.png").write_bytes(b"not a png")
     with pytest.raises(InputError, match="OpenCV cannot decode the image .*broken.png"):
         feed_set(input_specs(grey_detector()), folder)
+
+
+@pytest.mark.parametrize(("given", "hint"), [
+    ("frames/*.jpg", "--inputs takes no glob pattern: give the folder that holds the images "
+                     "('frames')"),
+    ("frames/missing.npz", "give an .npz file, a folder of .npz files, or (a model with one "
+                           "image input) a folder of images or a video"),
+])
+def test_missing_inputs_say_what_to_give(tmp_path, monkeypatch, given, hint):
+    """A shell glob quoted (or in a script) reaches --inputs as it is: the error names the
+    folder to give instead; any other missing path lists what --inputs takes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "frames").mkdir()
+    specs = input_specs(grey_detector())
+    with pytest.raises(InputError, match="no such inputs file") as refused:
+        feed_set(specs, given)
+    assert refused.value.hint == hint

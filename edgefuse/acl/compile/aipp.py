@@ -90,6 +90,16 @@ _KEYS = {
 }
 
 
+# the keys a spec must give, with what to write (the other keys have defaults)
+_REQUIRED = {
+    "input_format": "`input_format: BGR888` (RGB888 | BGR888 | YUV420SP | YVU420SP: the frames "
+                    "handed to the model; YUV420SP for decode: dvpp)",
+    "source_size": "`source_size: [WIDTH, HEIGHT]`, the size of the uint8 frame handed to the "
+                   "model: its input's width and height, unless `crop` takes the model's window "
+                   "out of a larger frame",
+}
+
+
 def _bad(message: str, hint: str | None = None) -> InputError:
     return InputError(message, hint=hint, reference=Ref.BAD_AIPP_SPEC)
 
@@ -120,9 +130,9 @@ class AippSpec:
         unknown = sorted(set(data) - _KEYS)
         if unknown:
             raise _bad(f"unknown AIPP spec keys {unknown}", hint=f"known: {sorted(_KEYS)}")
-        for key in ("input_format", "source_size"):
+        for key, example in _REQUIRED.items():
             if key not in data:
-                raise _bad(f"the AIPP spec needs '{key}'")
+                raise _bad(f"the AIPP spec needs '{key}'", hint=f"write {example}")
         return cls(
             input_format=str(data["input_format"]).upper(),
             source_size=_int_tuple(data["source_size"], 2, "source_size"),

@@ -271,6 +271,11 @@ class ImageSource(Source):
         self._first: tuple[int, np.ndarray] | None = self._first_decodable()
         self.frame_size = (self._first[1].shape[1], self._first[1].shape[0])
 
+    @property
+    def count(self) -> int:
+        """The images it will read (every ``stride``-th; one that fails to decode is skipped)."""
+        return len(range(0, len(self._paths), self.stride))
+
     def _first_decodable(self) -> tuple[int, np.ndarray]:
         """The first image the run will read that decodes, decoded now so that a folder where
         none does fails before any output exists (a run of nothing would write empty files)."""

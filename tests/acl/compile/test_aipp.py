@@ -215,6 +215,17 @@ def test_bad_specs_are_refused(data, match):
         AippSpec.from_dict(data)
 
 
+@pytest.mark.parametrize(("data", "written"), [
+    (dict(source_size=[8, 8]), "write `input_format: BGR888`"),
+    (dict(input_format="YUV420SP"), "write `source_size: [WIDTH, HEIGHT]`"),
+])
+def test_a_missing_key_says_what_to_write(data, written):
+    """The spec's format is nowhere else on a user's screen: the error shows the line to add."""
+    with pytest.raises(InputError) as refused:
+        AippSpec.from_dict(data)
+    assert refused.value.hint is not None and refused.value.hint.startswith(written)
+
+
 def test_frame_shape_is_checked():
     spec = AippSpec.from_dict(dict(input_format="RGB888", source_size=[8, 4]))
     with pytest.raises(InputError, match=r"expects uint8\[4, 8, 3\]"):
