@@ -96,7 +96,8 @@ class EmulatedVpc:
         if not spec.is_yuv:
             raise InputError(f"DVPP hands YUV420SP to the model; this build's AIPP takes "
                              f"{spec.input_format}",
-                             hint="compile with `--aipp` input_format: YUV420SP",
+                             hint="compile with `--aipp SPEC.yaml` whose input_format is YUV420SP "
+                                  "(docs/sim.md), or decode on the CPU: --decode cpu",
                              reference=Ref.DVPP_GEOMETRY)
         self.spec, self.soc = spec, soc
         self.pad_value, self.center, self.rounding = pad_value, center, rounding
@@ -192,7 +193,8 @@ def check_colour_range(spec: AippSpec, path: str | Path, full: bool) -> None:
         wanted = "jpeg" if full else "bt601_narrow (or bt709_narrow)"
         raise InputError(
             f"'{path}' is {'full' if full else 'limited'}-range YUV but the build's AIPP CSC is "
-            f"'{spec.csc}'", hint=f"compile with `--aipp` csc: {wanted}",
+            f"'{spec.csc}'",
+            hint=f"compile with `--aipp` csc: {wanted}, or decode on the CPU: --decode cpu",
             reference=Ref.DVPP_GEOMETRY)
 
 

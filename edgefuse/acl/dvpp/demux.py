@@ -63,7 +63,10 @@ class Demuxer:
             self.codec: str = context.name
             if self.codec not in VDEC_CODECS + JPEGD_CODECS:
                 raise InputError(f"'{location}' is {self.codec}; VDEC decodes H.264/H.265 and "
-                                 "JPEGD JPEG", hint="re-encode to H.264, or use decode: cpu",
+                                 "JPEGD JPEG",
+                                 hint="re-encode it to H.264 (ffmpeg -i IN -c:v libx264 -pix_fmt "
+                                      "yuv420p OUT.mp4), or decode on the CPU (--decode cpu; "
+                                      "decode: cpu in an app config)",
                                  reference=Ref.BAD_SOURCE)
             self.size = (int(context.width), int(context.height))  # (width, height)
             self.full_range = self.codec in JPEGD_CODECS or int(context.color_range or 0) == 2

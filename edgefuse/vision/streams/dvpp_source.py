@@ -80,7 +80,10 @@ def decide(decode: str, backend: str, plan: Any, source: Any) -> str:
             _said.add(why)
             log.warning("decode: auto decodes on the CPU: DVPP %s", why)
         return "cpu"
-    raise InputError(f"decode: dvpp {why}", hint="use decode: cpu (or auto)",
+    raise InputError(f"decode: dvpp {why}",
+                     hint="decode on the CPU: --decode cpu (or auto) on the command line, "
+                          "decode: cpu in an app config; on the host, --backend sim runs DVPP's "
+                          "emulation with a YUV420SP AIPP build (edgefuse compile --aipp)",
                      reference=Ref.BAD_CONFIG)
 
 
