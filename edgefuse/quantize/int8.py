@@ -379,10 +379,14 @@ def _check_keep_fp16(model: onnx.ModelProto, names: Sequence[str]) -> tuple[str,
                 reference=Ref.UNKNOWN_KEEP_FP16_LAYER,
             )
         close = difflib.get_close_matches(name, list(layers), n=3)
+        some = list(layers)[:3]
+        known = (f"did you mean {', '.join(close)}? " if close else
+                 f"its {len(layers)} quantizable layers begin {', '.join(some)}; " if some else
+                 "it has none; ")
         raise InputError(
             f"--keep-fp16: the model has no quantizable layer named '{name}'",
-            hint=(f"did you mean {', '.join(close)}? " if close else "")
-            + "names are the ONNX node names (Netron shows them)",
+            hint=known + "names are the ONNX node names of the model quantized (after edgefuse "
+            "optimize, the optimized model's; Netron shows them)",
             reference=Ref.UNKNOWN_KEEP_FP16_LAYER,
         )
     return tuple(dict.fromkeys(names))

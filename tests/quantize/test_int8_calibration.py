@@ -77,6 +77,16 @@ def test_unknown_layer_is_refused_with_a_suggestion(tmp_path):
     assert not (tmp_path / "q").exists()
 
 
+def test_a_name_like_no_layer_is_refused_listing_the_first_layers(tmp_path):
+    """An exporter's name that matches nothing here (an Ultralytics path on another graph):
+    the hint shows what the names look like."""
+    with pytest.raises(InputError, match=r"2 quantizable layers begin conv1, conv2") as info:
+        write_int8_calibration(conv_net(), tmp_path / "q", inputs=PHOTOS, preprocess=STRETCH,
+                               keep_fp16=["/model.22/cv2.0/cv2.0.2/Conv"])
+    assert "optimized model" in info.value.hint
+    assert not (tmp_path / "q").exists()
+
+
 def test_a_layer_int8_does_not_quantize_is_refused(tmp_path):
     with pytest.raises(InputError, match="'relu1' is a Relu node"):
         write_int8_calibration(conv_net(), tmp_path / "q", inputs=PHOTOS, preprocess=STRETCH,
