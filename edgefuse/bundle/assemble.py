@@ -122,7 +122,8 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "soc": manifest.soc,
         "compiled": compiled_as,
         "golden": {"npz": GOLDEN_NPZ, "format": RECORDING_FORMAT,
-                   "backend": build.entries["golden"].info["backend"]},
+                   "backend": build.entries["golden"].info["backend"],
+                   "inputs": build.entries["golden"].info.get("inputs")},
         "gates": {k: model.verify[k] for k in ("optimize_min_cosine", "fp16_min_cosine",
                                                "max_rel_l2")},
     }

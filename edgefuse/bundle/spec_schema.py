@@ -138,8 +138,9 @@ _VERIFY = _object({
 })
 
 _AIPP = _object({
-    "input_format": {"enum": ["RGB888_U8", "BGR888_U8", "YUV420SP_U8", "YVU420SP_U8"],
-                     "examples": ["RGB888_U8"]},
+    # AippSpec's source pixel formats (edgefuse.acl.compile.aipp), which it maps to ATC's *_U8
+    "input_format": {"enum": ["RGB888", "BGR888", "YUV420SP", "YVU420SP"],
+                     "examples": ["RGB888"]},
     "source_size": {"type": "array", "items": {"type": "integer", "minimum": 1},
                     "minItems": 2, "maxItems": 2, "examples": [[640, 640]]},
     "crop": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0},

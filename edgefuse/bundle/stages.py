@@ -152,8 +152,9 @@ def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
                    lambda scratch: _compile(model, soc, optimized, fp16, int8, app, scratch))
     host = optimized.files[MODEL_FILE] if compiled.info["custom_ops"] else None
     backend = golden_backend(soc)
+    frames = {"frames": tree_sha256(model.int8.calibration)} if model.int8 is not None else {}
     run("golden", {"build": compiled.files[f"{BUILD_FOLDER}/manifest.json"], "host": host,
-                   "backend": backend, "seed": model.verify["seed"]},
+                   "backend": backend, "seed": model.verify["seed"], **frames},
         lambda scratch: _golden(model, compiled, optimized if host else None, backend, scratch))
     return ModelBuild(model.name, entries, cached, seconds, app)
 
@@ -440,14 +441,19 @@ def golden_backend(soc: str) -> str:
 
 def _golden(model: ModelSpec, compiled: Entry, host: Entry | None, backend: str,
             scratch: Path) -> dict[str, Any]:
-    """The recording; a build with custom ops also keeps the model hosts run (``HOST_FILE``)."""
+    """The recording; a build with custom ops also keeps the model hosts run (``HOST_FILE``).
+    An INT8 build's golden is recorded on a real frame of its calibration (``record_golden``)."""
     host_onnx = None
     if host is not None:
         host_onnx = scratch / HOST_FILE
         shutil.copyfile(host.path(MODEL_FILE), host_onnx)
+    int8 = model.int8
     record = record_golden(compiled.path(BUILD_FOLDER), scratch / GOLDEN_NPZ, backend,
-                           seed=model.verify["seed"], epoch=DEFAULT_EPOCH, host_onnx=host_onnx)
-    return {"backend": record["backend"], "host_onnx": HOST_FILE if host is not None else None}
+                           seed=model.verify["seed"], epoch=DEFAULT_EPOCH, host_onnx=host_onnx,
+                           frames=int8.calibration if int8 is not None else None,
+                           frames_text=int8.calibration_text if int8 is not None else None)
+    return {"backend": record["backend"], "host_onnx": HOST_FILE if host is not None else None,
+            "inputs": record.get("golden_inputs", f"seeded random (seed {model.verify['seed']})")}
 
 
 def _stable_report(report: dict[str, Any]) -> str:
