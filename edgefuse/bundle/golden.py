@@ -86,16 +86,15 @@ def _feeds(session: Session, source: ModelSource, seed: int, frames: Path | None
     if frames is None:
         return feed_set(session.inputs, None, seed=seed)[0], {"seed": seed}
     if not _holds_npz(frames):
-        return frame_samples(session, source, frames, limit=1)[0], {
-            "golden_inputs": f"the first frame of {frames_text} (the INT8 calibration frames), "
-                      "prepared as the apps prepare it"}
+        said = (f"the first frame of {frames_text} (the INT8 calibration frames), prepared as "
+                "the apps prepare it")
+        return frame_samples(session, source, frames, limit=1)[0], {"golden_inputs": said}
     if source.manifest is not None and source.manifest.preprocess is not None:
-        return feed_set(session.inputs, None, seed=seed)[0], {
-            "seed": seed,
-            "golden_inputs": f"seeded random: the calibration samples of {frames_text} are .npz "
-                      "tensors of the model's input, not the frame the build's AIPP takes"}
-    return feed_set(session.inputs, frames)[0], {
-        "golden_inputs": f"the first sample of {frames_text} (the INT8 calibration .npz files)"}
+        said = (f"seeded random: the calibration samples of {frames_text} are .npz tensors of "
+                "the model's input, not the frame the build's AIPP takes")
+        return feed_set(session.inputs, None, seed=seed)[0], {"seed": seed, "golden_inputs": said}
+    said = f"the first sample of {frames_text} (the INT8 calibration .npz files)"
+    return feed_set(session.inputs, frames)[0], {"golden_inputs": said}
 
 
 def _holds_npz(path: Path) -> bool:

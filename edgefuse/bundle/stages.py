@@ -132,7 +132,7 @@ def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
     app = resolve_app_info(model, converted.path(MODEL_FILE))
     int8 = None
     if model.int8 is not None:
-        task = (app or {}).get("task")
+        task = (app or {}).get("task")  # AppInfo holds only the tasks verify --task scores
         keep = model.int8.keep_fp16_for(task)
         search = {"task": task, "max_drop": model.int8.max_drop,
                   "budget_s": model.int8.budget_s} if "auto" in keep else None
