@@ -283,7 +283,8 @@ def _int8(data: dict[str, Any], path: Path_, located: Located, file: Path) -> In
     return Int8Spec(
         calibration=file.resolve().parent / text,
         calibration_text=text,
-        keep_fp16=None if keep is None else tuple([keep] if isinstance(keep, str) else keep),
+        keep_fp16=None if keep is None else tuple(
+            item.strip() for item in (keep.split(",") if isinstance(keep, str) else keep)),
         min_cosine=verify["int8_min_cosine"],
         max_drop=verify["int8_max_drop"],
         budget_s=precision.get("keep_fp16_budget_s", DEFAULT_KEEP_FP16_BUDGET_S),

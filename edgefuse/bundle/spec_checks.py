@@ -258,6 +258,8 @@ def _int8(precision: Mapping[str, Any], verify: Mapping[str, Any],
                               f"write `mode: int8` to quantize, or remove `{path[1]}:`")
         return
     keep = precision.get("keep_fp16")
+    if isinstance(keep, str):
+        keep = [item.strip() for item in keep.split(",")]
     if isinstance(keep, list) and "none" in keep and len(keep) > 1:
         yield SpecProblem(*at("precision", "keep_fp16"),
                           "'none' cannot be combined with other entries of keep_fp16",

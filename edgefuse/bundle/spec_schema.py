@@ -103,13 +103,13 @@ _PRECISION = _object({
                                    ".npz files) or a video, relative to the spec (default: "
                                    "verify.calibration)"},
     "keep_fp16": {"type": ["string", "array"], "items": {"type": "string", "minLength": 1},
-                  "pattern": "^(auto|none)$", "examples": ["auto", ["/model.0/conv/Conv"]],
+                  "minLength": 1, "examples": ["auto", ["/model.0/conv/Conv"]],
                   "description": "mode int8: auto (the layers whose INT8 moves the task metric "
                                  "most, measured on the host emulation until it is within "
                                  "verify.int8_max_drop of FP16; the default when the model's "
                                  "task is known), none, or ONNX node names of Conv/Gemm/MatMul "
                                  "layers ATC leaves unquantized (FP16 on the board), which may "
-                                 "include auto"},
+                                 "include auto (a list, or one string with commas)"},
     "keep_fp16_budget_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400,
                            "examples": [120],
                            "description": "mode int8, keep_fp16 auto: the time the search may "

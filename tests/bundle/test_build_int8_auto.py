@@ -179,7 +179,8 @@ def test_without_a_task_the_default_keeps_nothing(tmp_path):
 @pytest.mark.parametrize(("precision", "verify", "field", "message"), [
     ("      keep_fp16: [none, conv1]\n", "", "precision.keep_fp16",
      r"'none' cannot be combined with other entries"),
-    ("      keep_fp16: sometimes\n", "", "precision.keep_fp16", r"sometimes"),
+    ("      keep_fp16: none, conv1\n", "", "precision.keep_fp16",
+     r"'none' cannot be combined with other entries"),
     ("      keep_fp16_budget_s: 0\n", "", "precision.keep_fp16_budget_s", r"0"),
     ("", ", int8_max_drop: 101", "verify.int8_max_drop", r"101"),
 ])
@@ -191,6 +192,11 @@ def test_a_wrong_auto_setting_names_its_line_and_field(tmp_path, precision, veri
     [problem] = caught.value.problems
     assert re.search(message, problem.message), problem.message
     assert f": models[0].{field}: " in problem.render(str(spec))
+
+
+def test_one_string_holds_the_entries_comma_separated(tmp_path):
+    spec = _spec(tmp_path / "spec", precision="      keep_fp16: auto, conv1\n")
+    assert load_spec(spec).models[0].int8.keep_fp16 == ("auto", "conv1")
 
 
 def test_auto_settings_with_another_mode_are_refused(tmp_path):
