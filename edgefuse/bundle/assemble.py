@@ -158,7 +158,7 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "int8": None if int8 is None else {
             "calibration": model.int8.calibration_text, "samples": int8.info["samples"],
             "keep_fp16": int8.info["keep_fp16"], "config": f"{folder}/{INT8_CONFIG}",
-            "keep_fp16_chosen": "automatically" if automatic is not None else "by the spec",
+            "keep_fp16_chosen": int8.info["keep_fp16_chosen"],
             "automatic": automatic,
             "host_emulation": {"parity": int8.info["parity"],
                                "note": "ONNX Runtime QDQ emulation of the board's INT8: a "

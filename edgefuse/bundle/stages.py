@@ -73,6 +73,9 @@ MODEL_FILE = "model.onnx"
 INT8_FOLDER = "int8"  # the int8 stage's calibration folder (``quantize --int8``'s -o)
 HOST_FILE = HOST_ONNX  # a custom-op build's model as host backends run it (decompositions)
 BUILD_FOLDER = "build"
+# keep_fp16 not written and no task to choose by: none kept, as quantize --int8 without --task
+NO_TASK_CHOICE = ("none chosen automatically: the model declares no task (`task:` lets keep_fp16 "
+                  "auto choose by its metric)")
 FIGURE_DIGITS = 9  # significant digits of the parity figures a build writes (see ``figures``)
 Progress = Callable[[str, str, str, float], None]  # (model, stage, "cached"|"built", seconds)
 
@@ -168,7 +171,7 @@ def int8_summary(build: ModelBuild) -> str | None:
     kept = ", ".join(int8.info["keep_fp16"]) or "none"
     automatic = int8.info["automatic"]
     if automatic is None:
-        return f"{build.name}: INT8, kept FP16 (by the spec): {kept}"
+        return f"{build.name}: INT8, kept FP16 ({int8.info['keep_fp16_chosen']}): {kept}"
     cut = f"; search stopped by its {automatic['stopped_by']} bound" \
         if automatic["stopped_by"] else ""
     return (f"{build.name}: INT8, kept FP16 (chosen by {automatic['metric']}): {kept}; "
@@ -371,6 +374,8 @@ def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None
     return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
                                "degenerate": parity.degenerate}),
             "samples": written.samples, "keep_fp16": list(written.keep_fp16),
+            "keep_fp16_chosen": "automatically" if written.mixed is not None else
+            "by the spec" if spec.keep_fp16 is not None else NO_TASK_CHOICE,
             "automatic": None if written.mixed is None else _automatic(written.mixed)}
 
 

@@ -21,7 +21,7 @@ from edgefuse.bundle.builder import build
 from edgefuse.bundle.cache import Cache
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
-from edgefuse.bundle.stages import BuildGateError, build_model
+from edgefuse.bundle.stages import BuildGateError, build_model, int8_summary
 from edgefuse.cli.main import main
 from tests.acl.models import put_fake_atc_on_path
 from tests.bundle.models import pixel_head
@@ -174,6 +174,9 @@ def test_without_a_task_the_default_keeps_nothing(tmp_path):
     built = _build_model(spec, tmp_path / "cache")
     assert built.entries["int8"].info["keep_fp16"] == []
     assert built.entries["int8"].info["automatic"] is None
+    assert built.entries["int8"].info["keep_fp16_chosen"].startswith(
+        "none chosen automatically: the model declares no task")
+    assert int8_summary(built).startswith("net: INT8, kept FP16 (none chosen automatically")
 
 
 @pytest.mark.parametrize(("precision", "verify", "field", "message"), [
