@@ -24,6 +24,8 @@ from edgefuse.bundle.target_wheels import LOCK_FILE, WHEELS_DIR, lock_text, whee
 from edgefuse.manifest import read_manifest
 from edgefuse.reference.recording import FORMAT as RECORDING_FORMAT
 
+INT8_REPORT_FILE = "reports/int8.json"  # keep_fp16 auto's report (quantize's int8_report.json)
+
 
 def assemble(bundle: Path, spec: BuildSpec, builds: list[ModelBuild], wheels: Entry,
              opp: Entry | None, atc: str | None, epoch: int, build_number: int) -> str:
@@ -120,13 +122,19 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "soc": manifest.soc,
         "compiled": compiled_as,
         "golden": {"npz": GOLDEN_NPZ, "format": RECORDING_FORMAT,
-                   "backend": build.entries["golden"].info["backend"]},
+                   "backend": build.entries["golden"].info["backend"],
+                   "inputs": build.entries["golden"].info.get("inputs")},
         "gates": {k: model.verify[k] for k in ("optimize_min_cosine", "fp16_min_cosine",
                                                "max_rel_l2")},
     }
     int8 = build.entries.get("int8")
+    automatic = int8.info["automatic"] if int8 is not None else None
     if int8 is not None:
         metadata["gates"]["int8_min_cosine"] = model.verify["int8_min_cosine"]
+    if automatic is not None:  # the report of what each kept layer buys, beside fp16.json
+        metadata["gates"]["int8_max_drop"] = model.verify["int8_max_drop"]
+        copy_file(int8.path(automatic["report"]), bundle, f"{folder}/{INT8_REPORT_FILE}")
+        automatic = {**automatic, "report": f"{folder}/{INT8_REPORT_FILE}"}
     write_file(bundle, f"{folder}/metadata.json", json.dumps(metadata, indent=2) + "\n")
     return {
         "source": model.source,
@@ -150,6 +158,8 @@ def _model(bundle: Path, model: ModelSpec, build: ModelBuild, spec: BuildSpec) -
         "int8": None if int8 is None else {
             "calibration": model.int8.calibration_text, "samples": int8.info["samples"],
             "keep_fp16": int8.info["keep_fp16"], "config": f"{folder}/{INT8_CONFIG}",
+            "keep_fp16_chosen": int8.info["keep_fp16_chosen"],
+            "automatic": automatic,
             "host_emulation": {"parity": int8.info["parity"],
                                "note": "ONNX Runtime QDQ emulation of the board's INT8: a "
                                        "prediction until a board confirms it"}},

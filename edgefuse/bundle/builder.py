@@ -59,7 +59,13 @@ from edgefuse.bundle.progress import ProgressPrinter, QueueDrain
 from edgefuse.bundle.reproducible import DEFAULT_EPOCH, write_tar_gz
 from edgefuse.bundle.signing import load_private_key, sign_bundle, sign_installer
 from edgefuse.bundle.spec import BuildSpec, ModelSpec, load_spec
-from edgefuse.bundle.stages import ModelBuild, atc_identity, build_model, model_stages
+from edgefuse.bundle.stages import (
+    ModelBuild,
+    atc_identity,
+    build_model,
+    int8_summary,
+    model_stages,
+)
 from edgefuse.bundle.target_wheels import DOWNLOAD, fetch_wheels, requirement
 from edgefuse.bundle.wheel import build_wheel
 from edgefuse.errors import EdgefuseError, InputError, Ref
@@ -190,6 +196,10 @@ def build(spec_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] 
         models = [m for i, m in enumerate(models) if i % count == index - 1]
     printer = ProgressPrinter({m.name: len(model_stages(m)) for m in models}, enabled=progress)
     builds = _build_models(models, spec.soc, cache, jobs, printer)
+    for built in builds:
+        summary = int8_summary(built)
+        if summary is not None:
+            printer.line(summary)
     log = {b.name: {stage: {"cached": b.cached[stage], "seconds": round(b.seconds[stage], 3)}
                     for stage in b.entries} for b in builds}
     if slice_ is not None:

@@ -34,15 +34,20 @@ from edgefuse.bundle.yaml_positions import (
     load_located,
 )
 from edgefuse.errors import InputError, Ref
+from edgefuse.quantize.int8_mixed import DEFAULT_MAX_DROP
 
 DEFAULT_SERVICE_USER = "HwHiAiUser"  # the Atlas 200I DK A2 image's runtime user
 # its uid and gid where the emitted image creates it (--emit k8s): a pod's runAsUser is a number
 DEFAULT_SERVICE_ID = 1000
 DEFAULT_CANN_HOME = "/usr/local/Ascend/ascend-toolkit/latest"
 DEFAULT_VERIFY = {"optimize_min_cosine": 0.99999, "fp16_min_cosine": 0.999, "max_rel_l2": None,
-                  "samples": 2, "seed": 0, "calibration": None, "int8_min_cosine": 0.99}
+                  "samples": 2, "seed": 0, "calibration": None, "int8_min_cosine": 0.99,
+                  "int8_max_drop": DEFAULT_MAX_DROP}
 # The ATC precision mode of an INT8 build's float layers: what `compile --int8` uses by default.
 INT8_FLOAT_MODE = "force_fp16"
+# The time keep_fp16 auto may search in a build (the CLI's --budget is 600 s): a build stays fast,
+# and a search cut by it says so (its stopped_by) in the MANIFEST and the report.
+DEFAULT_KEEP_FP16_BUDGET_S = 120.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +59,21 @@ class Int8Spec:
 
     calibration: Path
     calibration_text: str  # as written, relative to the spec
-    keep_fp16: tuple[str, ...]
+    keep_fp16: tuple[str, ...] | None  # as written ("auto", "none", names); None: not written
     min_cosine: float
+    max_drop: float  # points of the task metric below FP16's, for keep_fp16 auto
+    budget_s: float  # the time keep_fp16 auto may search
     spec_file: str
     calibration_at: tuple[Position, Path_]  # where the value is, its path in the document
     keep_fp16_at: tuple[Position, Path_]
+
+    def keep_fp16_for(self, task: str | None) -> tuple[str, ...]:
+        """``keep_fp16`` for a model of ``task``: as written, else ``auto`` where the task is
+        known (its metric gates the choice) and none where it is not, as ``quantize --int8``
+        decides."""
+        if self.keep_fp16 is not None:
+            return self.keep_fp16
+        return ("auto",) if task is not None else ()
 
     def problem(self, field: str, message: str, fix: str | None) -> SpecError:
         """A ``SpecError`` at ``field`` ("calibration" or "keep_fp16") of this spec."""
@@ -264,11 +279,15 @@ def _int8(data: dict[str, Any], path: Path_, located: Located, file: Path) -> In
         "verify", "calibration")
     text = precision.get("calibration", verify["calibration"])
     keep_at = ("precision", "keep_fp16") if "keep_fp16" in precision else ("precision", "mode")
+    keep = precision.get("keep_fp16")
     return Int8Spec(
         calibration=file.resolve().parent / text,
         calibration_text=text,
-        keep_fp16=tuple(precision.get("keep_fp16", ())),
+        keep_fp16=None if keep is None else tuple(
+            item.strip() for item in (keep.split(",") if isinstance(keep, str) else keep)),
         min_cosine=verify["int8_min_cosine"],
+        max_drop=verify["int8_max_drop"],
+        budget_s=precision.get("keep_fp16_budget_s", DEFAULT_KEEP_FP16_BUDGET_S),
         spec_file=str(file),
         calibration_at=(located.value_at((*path, *key)), (*path, *key)),
         keep_fp16_at=(located.value_at((*path, *keep_at)), (*path, *keep_at)),

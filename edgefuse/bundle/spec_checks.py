@@ -239,10 +239,12 @@ def _int8(precision: Mapping[str, Any], verify: Mapping[str, Any],
     """``precision: {mode: int8}`` has real frames to calibrate on; the INT8 keys are not given
     to a mode that would ignore them, nor to the modes CANN forbids with calibration."""
     mode = precision.get("mode")
-    int8_keys = [key for key in ("calibration", "keep_fp16") if key in precision]
+    int8_keys = [key for key in ("calibration", "keep_fp16", "keep_fp16_budget_s")
+                 if key in precision]
     if mode != INT8_MODE:
         given = [("precision", key) for key in int8_keys]
-        given += [("verify", "int8_min_cosine")] if "int8_min_cosine" in verify else []
+        given += [("verify", key) for key in ("int8_min_cosine", "int8_max_drop")
+                  if key in verify]
         for path in given:
             if mode in INT8_CONFLICTING_MODES:
                 message = (f"INT8 calibration cannot be combined with precision mode '{mode}': "
@@ -255,6 +257,14 @@ def _int8(precision: Mapping[str, Any], verify: Mapping[str, Any],
             yield SpecProblem(*at(*path), message,
                               f"write `mode: int8` to quantize, or remove `{path[1]}:`")
         return
+    keep = precision.get("keep_fp16")
+    if isinstance(keep, str):
+        keep = [item.strip() for item in keep.split(",")]
+    if isinstance(keep, list) and "none" in keep and len(keep) > 1:
+        yield SpecProblem(*at("precision", "keep_fp16"),
+                          "'none' cannot be combined with other entries of keep_fp16",
+                          "write `keep_fp16: none`, `auto`, or layer names (with or without "
+                          "auto)")
     source = precision.get("calibration", verify.get("calibration"))
     if "calibration" not in precision and not isinstance(source, str):
         yield SpecProblem(*at("precision", "mode"),

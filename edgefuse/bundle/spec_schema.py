@@ -102,9 +102,19 @@ _PRECISION = _object({
                     "description": "mode int8: real frames of the scene, a folder of images (or "
                                    ".npz files) or a video, relative to the spec (default: "
                                    "verify.calibration)"},
-    "keep_fp16": {**_NAMES, "examples": [["/model.0/conv/Conv"]],
-                  "description": "mode int8: ONNX node names of Conv/Gemm/MatMul layers ATC "
-                                 "leaves unquantized (FP16 on the board)"},
+    "keep_fp16": {"type": ["string", "array"], "items": {"type": "string", "minLength": 1},
+                  "minLength": 1, "examples": ["auto", ["/model.0/conv/Conv"]],
+                  "description": "mode int8: auto (the layers whose INT8 moves the task metric "
+                                 "most, measured on the host emulation until it is within "
+                                 "verify.int8_max_drop of FP16; the default when the model's "
+                                 "task is known), none, or ONNX node names of Conv/Gemm/MatMul "
+                                 "layers ATC leaves unquantized (FP16 on the board), which may "
+                                 "include auto (a list, or one string with commas)"},
+    "keep_fp16_budget_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400,
+                           "examples": [120],
+                           "description": "mode int8, keep_fp16 auto: the time the search may "
+                                          "take, in seconds (default 120); a search cut by it "
+                                          "says so in the MANIFEST"},
 })
 
 _VERIFY = _object({
@@ -115,6 +125,10 @@ _VERIFY = _object({
     "int8_min_cosine": {**_COSINE, "examples": [0.99],
                         "description": "gate, mode int8: the host emulation of the board's "
                                        "INT8 against FP32 on the calibration frames"},
+    "int8_max_drop": {"type": "number", "minimum": 0, "maximum": 100, "examples": [1.0],
+                      "description": "gate, mode int8 with keep_fp16 auto: how many points the "
+                                     "task metric (AP50 / mIoU / top-1) under the host's INT8 "
+                                     "emulation may fall below FP16's (default 1)"},
     "max_rel_l2": {"type": ["number", "null"], "minimum": 0, "examples": [0.05]},
     "samples": {"type": "integer", "minimum": 1, "maximum": 64, "examples": [2]},
     "seed": {"type": "integer", "minimum": 0, "examples": [0]},
@@ -124,8 +138,9 @@ _VERIFY = _object({
 })
 
 _AIPP = _object({
-    "input_format": {"enum": ["RGB888_U8", "BGR888_U8", "YUV420SP_U8", "YVU420SP_U8"],
-                     "examples": ["RGB888_U8"]},
+    # AippSpec's source pixel formats (edgefuse.acl.compile.aipp), which it maps to ATC's *_U8
+    "input_format": {"enum": ["RGB888", "BGR888", "YUV420SP", "YVU420SP"],
+                     "examples": ["RGB888"]},
     "source_size": {"type": "array", "items": {"type": "integer", "minimum": 1},
                     "minItems": 2, "maxItems": 2, "examples": [[640, 640]]},
     "crop": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0},

@@ -64,7 +64,9 @@ from edgefuse.optimize import optimize
 from edgefuse.optimize.append_yolo_head import append_yolo_head, yolo_head_options
 from edgefuse.preprocess import Preprocess
 from edgefuse.quantize import quantize
+from edgefuse.quantize.int8 import REPORT as INT8_REPORT
 from edgefuse.quantize.int8 import read_int8_calibration, write_int8_calibration
+from edgefuse.quantize.int8_mixed import PREDICTION, MixedInt8Result
 from edgefuse.verify import verify
 
 STAGES = ("convert", "optimize", "fp16", "int8", "compile", "golden")
@@ -72,6 +74,9 @@ MODEL_FILE = "model.onnx"
 INT8_FOLDER = "int8"  # the int8 stage's calibration folder (``quantize --int8``'s -o)
 HOST_FILE = HOST_ONNX  # a custom-op build's model as host backends run it (decompositions)
 BUILD_FOLDER = "build"
+# keep_fp16 not written and no task to choose by: none kept, as quantize --int8 without --task
+NO_TASK_CHOICE = ("none chosen automatically: the model declares no task (`task:` lets keep_fp16 "
+                  "auto choose by its metric)")
 FIGURE_DIGITS = 9  # significant digits of the parity figures a build writes (see ``figures``)
 Progress = Callable[[str, str, str, float], None]  # (model, stage, "cached"|"built", seconds)
 
@@ -131,11 +136,16 @@ def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
     app = resolve_app_info(model, converted.path(MODEL_FILE))
     int8 = None
     if model.int8 is not None:
+        task = (app or {}).get("task")  # AppInfo holds only the tasks verify --task scores
+        keep = model.int8.keep_fp16_for(task)
+        search = {"task": task, "max_drop": model.int8.max_drop,
+                  "budget_s": model.int8.budget_s} if "auto" in keep else None
         int8 = run("int8", {"model": optimized.files[MODEL_FILE], "soc": soc,
                             "calibration": tree_sha256(model.int8.calibration),
-                            "keep_fp16": list(model.int8.keep_fp16),
+                            "keep_fp16": list(keep), "search": search,
                             "preprocess": (app or {}).get("preprocess")},
                    lambda scratch: _int8(model.int8, soc, optimized, app, scratch))
+        _task_gate(model.name, int8.info["automatic"])  # first: the cause of a low cosine
         _gate(model.name, "int8", "the host emulation of the board's INT8 against FP32",
               int8.info["parity"], model.int8.min_cosine, None)
     compiled = run("compile", {"model": optimized.files[MODEL_FILE], "soc": soc,
@@ -146,10 +156,29 @@ def build_model(model: ModelSpec, soc: str, cache: Cache | CachedOnly,
                    lambda scratch: _compile(model, soc, optimized, fp16, int8, app, scratch))
     host = optimized.files[MODEL_FILE] if compiled.info["custom_ops"] else None
     backend = golden_backend(soc)
+    frames = {"frames": tree_sha256(model.int8.calibration)} if model.int8 is not None else {}
     run("golden", {"build": compiled.files[f"{BUILD_FOLDER}/manifest.json"], "host": host,
-                   "backend": backend, "seed": model.verify["seed"]},
+                   "backend": backend, "seed": model.verify["seed"], **frames},
         lambda scratch: _golden(model, compiled, optimized if host else None, backend, scratch))
     return ModelBuild(model.name, entries, cached, seconds, app)
+
+
+def int8_summary(build: ModelBuild) -> str | None:
+    """One line on the layers an INT8 model keeps FP16 and what its metric is predicted to be
+    (None for a model that is not INT8)."""
+    int8 = build.entries.get("int8")
+    if int8 is None:
+        return None
+    kept = ", ".join(int8.info["keep_fp16"]) or "none"
+    automatic = int8.info["automatic"]
+    if automatic is None:
+        return f"{build.name}: INT8, kept FP16 ({int8.info['keep_fp16_chosen']}): {kept}"
+    cut = f"; search stopped by its {automatic['stopped_by']} bound" \
+        if automatic["stopped_by"] else ""
+    return (f"{build.name}: INT8, kept FP16 (chosen by {automatic['metric']}): {kept}; "
+            f"{automatic['metric']} FP16 {automatic['fp16']:.4f}, all INT8 "
+            f"{automatic['int8_all_layers']:.4f}, mixed {automatic['int8_mixed']:.4f}{cut} "
+            "(host prediction until a board confirms it)")
 
 
 def model_stages(model: ModelSpec) -> tuple[str, ...]:
@@ -317,10 +346,20 @@ def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None
     if count_custom_ops(proto):
         proto = host_runnable(proto)
     preprocess = AppInfo.from_dict(app).preprocess if app is not None else None
+    task = (app or {}).get("task")
+    keep = spec.keep_fp16_for(task)
+    if "auto" in keep and task is None:
+        raise spec.problem(
+            "keep_fp16", "keep_fp16: auto chooses the layers by the task metric (AP50, mIoU, "
+            "top-1), and the model declares no task: neither the spec (`task:`) nor the model's "
+            "app info names one",
+            "add `task: detect`, `segment` or `classify` to the model, or name the layers "
+            "(`keep_fp16: [LAYER, ...]`), or write `keep_fp16: none`")
     try:
         written = write_int8_calibration(
-            proto, scratch / INT8_FOLDER, inputs=spec.calibration, keep_fp16=spec.keep_fp16,
-            infer_soc=soc, preprocess=preprocess, emulate=True)
+            proto, scratch / INT8_FOLDER, inputs=spec.calibration, keep_fp16=list(keep),
+            infer_soc=soc, preprocess=preprocess, emulate=True, task=task,
+            max_drop=spec.max_drop, budget_s=spec.budget_s)
     except InputError as exc:
         message = _as_written(exc.message, spec)
         if exc.reference == Ref.UNKNOWN_KEEP_FP16_LAYER.value:
@@ -328,11 +367,30 @@ def _int8(spec: Int8Spec, soc: str, optimized: Entry, app: dict[str, Any] | None
                                f"{exc.hint}; the build quantizes the optimized model: "
                                "`edgefuse optimize MODEL -o opt.onnx` writes it") from None
         raise spec.problem("calibration", message, exc.hint) from None
+    if written.mixed is not None:  # its timings out: equal builds give equal bundle bytes
+        (scratch / INT8_FOLDER / INT8_REPORT).write_text(
+            _stable_report(written.mixed.to_json()), encoding="utf-8")
     parity = verify(proto, scratch / INT8_FOLDER / written.emulated, inputs=spec.calibration,
                     preprocess=preprocess, min_cosine=-1.0)
     return {"parity": figures({"outputs": [o.to_json() for o in parity.outputs],
                                "degenerate": parity.degenerate}),
-            "samples": written.samples, "keep_fp16": list(written.keep_fp16)}
+            "samples": written.samples, "keep_fp16": list(written.keep_fp16),
+            "keep_fp16_chosen": "automatically" if written.mixed is not None else
+            "by the spec" if spec.keep_fp16 is not None else NO_TASK_CHOICE,
+            "automatic": None if written.mixed is None else _automatic(written.mixed)}
+
+
+def _automatic(mixed: MixedInt8Result) -> dict[str, Any]:
+    """What the MANIFEST and the gate need of the automatic choice (the full report is
+    ``int8/int8_report.json``)."""
+    return figures({
+        "task": mixed.task, "metric": mixed.metric, "samples": mixed.samples,
+        "fp16": mixed.fp16, "int8_all_layers": mixed.all_int8, "int8_mixed": mixed.mixed,
+        "max_drop_points": mixed.max_drop, "threshold": mixed.threshold,
+        "passed": mixed.passed, "stopped_by": mixed.stopped_by,
+        "kept": [{"layer": k.node, "reason": k.reason,
+                  "buys_points": round(100 * k.buys, 3)} for k in mixed.kept],
+        "report": f"{INT8_FOLDER}/{INT8_REPORT}", "note": PREDICTION})
 
 
 def _as_written(message: str, spec: Int8Spec) -> str:
@@ -397,14 +455,19 @@ def golden_backend(soc: str) -> str:
 
 def _golden(model: ModelSpec, compiled: Entry, host: Entry | None, backend: str,
             scratch: Path) -> dict[str, Any]:
-    """The recording; a build with custom ops also keeps the model hosts run (``HOST_FILE``)."""
+    """The recording; a build with custom ops also keeps the model hosts run (``HOST_FILE``).
+    An INT8 build's golden is recorded on a real frame of its calibration (``record_golden``)."""
     host_onnx = None
     if host is not None:
         host_onnx = scratch / HOST_FILE
         shutil.copyfile(host.path(MODEL_FILE), host_onnx)
+    int8 = model.int8
     record = record_golden(compiled.path(BUILD_FOLDER), scratch / GOLDEN_NPZ, backend,
-                           seed=model.verify["seed"], epoch=DEFAULT_EPOCH, host_onnx=host_onnx)
-    return {"backend": record["backend"], "host_onnx": HOST_FILE if host is not None else None}
+                           seed=model.verify["seed"], epoch=DEFAULT_EPOCH, host_onnx=host_onnx,
+                           frames=int8.calibration if int8 is not None else None,
+                           frames_text=int8.calibration_text if int8 is not None else None)
+    return {"backend": record["backend"], "host_onnx": HOST_FILE if host is not None else None,
+            "inputs": record.get("golden_inputs", f"seeded random (seed {model.verify['seed']})")}
 
 
 def _stable_report(report: dict[str, Any]) -> str:
@@ -437,6 +500,25 @@ def _without_timings(value: Any) -> Any:
 
 
 # ---- gates and app info -------------------------------------------------------------------------
+
+
+def _task_gate(name: str, automatic: dict[str, Any] | None) -> None:
+    """keep_fp16 auto's gate: the task metric under the host's INT8 emulation, with the chosen
+    layers FP16, within ``int8_max_drop`` points of FP16's (``quantize --int8`` exits 1)."""
+    if automatic is None or automatic["passed"]:
+        return
+    raise BuildGateError(
+        f"model '{name}' failed the int8 task gate ({automatic['metric']} under the host "
+        f"emulation of the board's INT8 >= FP16's less {automatic['max_drop_points']:g} "
+        "point(s))",
+        context=f"FP16 {automatic['fp16']:.4f}, all layers INT8 "
+                f"{automatic['int8_all_layers']:.4f}, with {len(automatic['kept'])} layer(s) "
+                f"kept FP16 {automatic['int8_mixed']:.4f} < {automatic['threshold']:.4f}"
+                + (f"; the search stopped at its {automatic['stopped_by']} bound"
+                   if automatic["stopped_by"] else ""),
+        hint="give the search more time (`precision: {keep_fp16_budget_s: 600}`), keep "
+             "layers FP16 by name (`keep_fp16: [auto, LAYER]`), or allow a larger drop "
+             "(`verify: {int8_max_drop: 2}`) if the application can afford it")
 
 
 def _gate(name: str, stage: str, what: str, parity: dict[str, Any], min_cosine: float,

@@ -84,7 +84,8 @@ def test_the_golden_recording_is_what_the_board_computes(small_build):
                                     "manifest_sha256": file_sha256(folder / "manifest.json")}
     assert golden.meta["created_by"] == "edgefuse build"
     assert json.loads((folder / "metadata.json").read_text())["golden"] == {
-        "npz": "golden.npz", "format": "edgefuse-recording/1", "backend": "sim"}
+        "npz": "golden.npz", "format": "edgefuse-recording/1", "backend": "sim",
+        "inputs": "seeded random (seed 0)"}
 
 
 def test_the_service_files_run_the_app_from_the_installed_bundle(small_build):

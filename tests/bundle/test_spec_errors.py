@@ -121,7 +121,7 @@ CASES = [
                               "    source: yolov8n:tiny\n    preprocess: {pad_value: 300}\n"),
      10, "300", r"at most 255", r"pad_value: 114"),
     ("aipp-missing-size", _edit("    source: yolov8n:tiny\n",
-                                "    source: yolov8n:tiny\n    aipp: {input_format: RGB888_U8}\n"),
+                                "    source: yolov8n:tiny\n    aipp: {input_format: RGB888}\n"),
      10, "{input_format", r"missing required key 'source_size'", r"source_size: \[640, 640\]"),
     ("pin-on-catalogue", _edit("    source: yolov8n:tiny\n",
                                "    source: yolov8n:tiny\n    sha256: " + "a" * 64 + "\n"),
