@@ -61,6 +61,16 @@ class EchoTask:
         return {"value": result}
 
 
+@pytest.fixture
+def terminal_sigint():
+    """SIGINT handled as a terminal's Ctrl-C reaches Python: its own handler. A test run started
+    in the background by a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, which
+    Python and the pipeline (rightly) keep, and these tests would test nothing but the shell."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def ctrl_c() -> None:
     """A real SIGINT to the main thread, as a terminal's Ctrl-C: it interrupts the main thread
     inside a blocking wait (``_thread.interrupt_main`` only raises at the next bytecode)."""
@@ -208,6 +218,7 @@ def assert_stopped_cleanly(pipeline, summary, sink):
 
 
 @pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.usefixtures("terminal_sigint")
 def test_ctrl_c_from_inside_a_stage_finishes_the_frames_in_flight(stage):
     sink = SlowSink()
     at = 8
@@ -265,6 +276,7 @@ def wait_until(condition, timeout: float = 10.0) -> bool:
 
 
 @pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.usefixtures("terminal_sigint")
 def test_ctrl_c_while_waiting_on_each_thread_still_finishes_every_frame(stage):
     sink = SlowSink()
     task = CtrlCWhileWaitedOn(stage)
@@ -284,6 +296,7 @@ def test_ctrl_c_while_waiting_on_each_thread_still_finishes_every_frame(stage):
     assert task.sent or stage == "capture"
 
 
+@pytest.mark.usefixtures("terminal_sigint")
 def test_a_second_ctrl_c_aborts_and_still_closes_every_sink_once():
     sink = SlowSink()
     seconds = []
