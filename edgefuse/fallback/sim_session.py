@@ -31,6 +31,8 @@ What it does not simulate is listed once, in ``sim_target.NOT_SIMULATED``.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -55,6 +57,13 @@ from edgefuse.fallback.sim_target import DEFAULT_SIM_SOC, SimTarget, format_byte
 from edgefuse.manifest import BuildManifest, TensorEntry
 from edgefuse.model_source import ModelSource, resolve_source
 from edgefuse.session import Availability, Session, TensorSpec
+
+log = logging.getLogger(__name__)
+INT8_NOTE = (
+    "this build is quantized to INT8 on the board (ATC's calibration, compile --int8); the "
+    "simulation runs its FP16 numerics, not the INT8 ones: the board's INT8 is predicted by "
+    "`edgefuse quantize MODEL --int8 --emulate`'s host_int8.qdq.onnx (edgefuse verify MODEL "
+    "FOLDER/host_int8.qdq.onnx --inputs FRAMES), and measured on a board")
 
 SIM_OPTIONS = frozenset({"soc", "memory", "threads", "profile"})
 
@@ -98,6 +107,10 @@ class SimSession(Session):
             recorded_unified_buffer(manifest.extra.get("custom_ops")))
         model = name_nodes(host_runnable(board_ops))
         self.numerics: SimNumerics = plan_numerics(model, manifest.extra.get("precision"))
+        if manifest.extra.get("int8"):
+            self.numerics = dataclasses.replace(self.numerics, exact=False,
+                                                note=f"{self.numerics.note}; {INT8_NOTE}")
+            log.warning("%s: %s", source.label, INT8_NOTE)
         self.gears: OmGears | None
         self.gears, self._gear_axes = gears_from_manifest(manifest.extra.get("gears"))
         self.footprint: Footprint = self._footprint(model, manifest)

@@ -47,6 +47,9 @@ NOT_SIMULATED: tuple[str, ...] = (
     "allow_mix_precision is force_fp16 with the kept nodes (ATC's built-in lists are not known), "
     "force_fp32/cube_fp16in_fp32out run in FP32 (the Cube's FP16 inputs are not rounded); the "
     "session's `numerics.note` says which applies",
+    "INT8: a build compiled with --int8 runs its FP16 numerics (the session's `numerics.note` "
+    "and a warning say so); the host emulation of the board's INT8 is `edgefuse quantize --int8 "
+    "--emulate`'s host_int8.qdq.onnx",
     "memory: the footprint is an estimate (weights + peak activations in graph order + I/O "
     "buffers); ATC's memory planner, workspaces and the OS's share of the board differ",
     "the CANN version: an OM is tied to the CANN that built it; the simulation loads any build",

@@ -13,6 +13,7 @@ from edgefuse.acl.atc.options import AtcOptions
 from edgefuse.acl.compile.compile import compile_model
 from edgefuse.cli import main as cli_main
 from edgefuse.errors import InputError
+from edgefuse.fallback.sim_session import SimSession
 from edgefuse.manifest import read_manifest
 from edgefuse.preprocess import Preprocess
 from edgefuse.quantize.int8 import read_int8_calibration, write_int8_calibration
@@ -64,6 +65,21 @@ def test_the_build_carries_the_calibration_and_the_stand_in_atc_accepts_it(
     ran = subprocess.run(["bash", str(out / "compile.sh")], env=env, capture_output=True,
                          text=True, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_sim_says_an_int8_build_runs_its_fp16_numerics(monkeypatch, tmp_path, model_and_folder,
+                                                     caplog):
+    """sim has no INT8 kernels: running an INT8 build silently as FP16 would pass off FP16
+    figures as the board's."""
+    model, folder = model_and_folder
+    put_fake_atc_on_path(monkeypatch)
+    out = tmp_path / "build"
+    assert _compile(model, "--soc", SOC, "-o", out, "--int8", folder) == 0
+    with caplog.at_level("WARNING", logger="edgefuse.fallback.sim_session"), \
+            SimSession(out, soc=SOC) as session:
+        assert "runs its FP16 numerics" in session.numerics.note
+        assert not session.numerics.exact
+    assert "host_int8.qdq.onnx" in caplog.text
 
 
 def test_aipp_into_a_small_channel_conv_turns_on_first_layer_quantization(
