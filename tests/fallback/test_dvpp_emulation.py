@@ -371,52 +371,111 @@ def test_the_detection_app_runs_with_decode_dvpp_on_sim(detector_builds, tmp_pat
     assert "decode: dvpp needs the board's media units" in capsys.readouterr().err
 
 
-def test_decode_dvpp_on_the_board_runs_through_the_media_stand_in(detector_builds, tmp_path,
-                                                                   standin, capsys):
-    """`edgefuse detect --backend acl --decode dvpp`, the apps' own entry, with the pyACL and
-    media stand-ins: the board path (demux to Annex-B, VDEC send/receive with a picture pool,
-    VPC letterbox into the model input, the AIPP build on acl) writes the same detections as the
-    ``sim`` emulation, frame for frame, and leaves nothing allocated."""
+def board_build(folder, build, standin, sim):
+    """The YUV build as an OM the pyACL stand-in serves, computing with the ``sim`` session."""
     import dataclasses  # noqa: PLC0415
-    import json  # noqa: PLC0415
     import shutil  # noqa: PLC0415
 
     from acl_standin import FakeOm, FakeTensor  # noqa: PLC0415
-    from himpi_standin import HimpiStandIn  # noqa: PLC0415
+
+    from edgefuse.manifest import read_manifest, write_manifest  # noqa: PLC0415
+
+    shutil.copytree(folder / "yuv", build)
+    manifest = read_manifest(build, check_files=False)
+    (height, width) = manifest.inputs[0].shape[1:]
+    name = manifest.inputs[0].name
+    om = FakeOm(inputs=[FakeTensor(name, (1, height * 2 // 3, width, 3), np.dtype(np.uint8),
+                                   aipp_format="YUV420SP_U8")],
+                outputs=[FakeTensor(o.name, tuple(o.shape), np.dtype(o.dtype))
+                         for o in manifest.outputs],
+                compute=lambda feeds: list(sim.run({
+                    name: feeds[name].reshape(1, height, width)}).values()))
+    standin.register_model(build / "model.om", om)
+    write_manifest(build, dataclasses.replace(manifest, om="model.om"))
+    return build
+
+
+def detect_jsonl(model, clip, backend, out, frames=12):
+    """`edgefuse detect --decode dvpp` over ``clip``: its records without the times."""
+    import json  # noqa: PLC0415
 
     from edgefuse.cli.main import main  # noqa: PLC0415
-    from edgefuse.manifest import read_manifest, write_manifest  # noqa: PLC0415
+
+    assert main(["detect", "--model", str(model), "--source", str(clip), "--backend", backend,
+                 "--decode", "dvpp", "--max-frames", str(frames), "--jsonl", str(out)]) == 0
+    return [{k: v for k, v in json.loads(line).items()
+             if k not in ("time", "mono", "timings_ms", "latency_ms")}
+            for line in out.read_text().splitlines()]
+
+
+def test_decode_dvpp_on_the_board_runs_through_the_media_stand_in(detector_builds, tmp_path,
+                                                                   standin):
+    """`edgefuse detect --backend acl --decode dvpp`, the apps' own entry, with the pyACL and
+    media stand-ins on a host with a card (ACL_HOST): the board path (demux to Annex-B, VDEC
+    send/receive with a picture pool, VPC letterbox into the units' own model buffer, read back
+    into a host feed, the AIPP build on acl) writes the same detections as the ``sim``
+    emulation, frame for frame, and leaves nothing allocated."""
+    from himpi_standin import HimpiStandIn  # noqa: PLC0415
+
     from edgefuse.runtime import open_session  # noqa: PLC0415
 
     folder, _, clip = detector_builds
-    build = tmp_path / "board"
-    shutil.copytree(folder / "yuv", build)
-    manifest = read_manifest(build, check_files=False)
     standin.himpi = HimpiStandIn(acl=standin)
     with open_session(folder / "yuv", backends="sim") as sim:
-        (height, width) = manifest.inputs[0].shape[1:]
-        om = FakeOm(inputs=[FakeTensor(manifest.inputs[0].name, (1, height * 2 // 3, width, 3),
-                                       np.dtype(np.uint8), aipp_format="YUV420SP_U8")],
-                    outputs=[FakeTensor(o.name, tuple(o.shape), np.dtype(o.dtype))
-                             for o in manifest.outputs],
-                    compute=lambda feeds: list(sim.run({
-                        manifest.inputs[0].name: feeds[manifest.inputs[0].name].reshape(
-                            1, height, width)}).values()))
-        standin.register_model(build / "model.om", om)
-        write_manifest(build, dataclasses.replace(manifest, om="model.om"))
-        runs = {}
-        for backend, model in (("acl", build), ("sim", folder / "yuv")):
-            out = tmp_path / f"{backend}.jsonl"
-            assert main(["detect", "--model", str(model), "--source", str(clip), "--backend",
-                         backend, "--decode", "dvpp", "--max-frames", "12", "--jsonl",
-                         str(out)]) == 0
-            runs[backend] = [{k: v for k, v in json.loads(line).items()
-                              if k not in ("time", "mono", "timings_ms", "latency_ms")}
-                             for line in out.read_text().splitlines()]
+        build = board_build(folder, tmp_path / "board", standin, sim)
+        runs = {backend: detect_jsonl(model, clip, backend, tmp_path / f"{backend}.jsonl")
+                for backend, model in (("acl", build), ("sim", folder / "yuv"))}
     assert len(runs["acl"]) == 12 and runs["acl"] == runs["sim"]
     assert sum(len(r["detections"]) for r in runs["acl"]) > 12
     himpi = standin.himpi
     assert himpi.calls.count("vdec_send_stream") >= 12 and "vpc_crop_resize_paste" in himpi.calls
+    assert not himpi.initialised and not himpi.memory and not himpi.vdec  # all given back
+
+
+def test_vpc_writes_the_model_input_on_a_shared_memory_soc(detector_builds, tmp_path, standin):
+    """On the board itself (ACL_DEVICE: host and device one memory) VPC pastes each frame into
+    a set of the session's input buffers made of DVPP memory, and ``execute`` reads that very
+    memory: no acl.rt.memcpy and no CPU write touches a frame or the model input (the only
+    memcpy per frame is the coded packet into VDEC's stream buffer), one context serves the
+    model and the media units, and the detections are the ``sim`` emulation's (and so the copy
+    path's above), frame for frame. The media system ends only after the session gave its
+    DVPP memory back."""
+    from himpi_standin import HimpiStandIn  # noqa: PLC0415
+
+    from edgefuse.runtime import open_session  # noqa: PLC0415
+
+    folder, _, clip = detector_builds
+    standin.run_mode = 0  # ACL_DEVICE
+    himpi = standin.himpi = HimpiStandIn(acl=standin)
+    pasted, packets, copies = [], [], []
+    paste, send, memcpy = himpi.vpc_crop_resize_paste, himpi.vdec_send_stream, standin.rt.memcpy
+
+    def recording_paste(channel, source, regions, *rest):
+        pasted.append(regions[0]["dest_pic_info"]["picture_address"])
+        return paste(channel, source, regions, *rest)
+
+    def recording_send(channel, stream, *rest):
+        if stream["len"]:  # not the end of the stream
+            packets.append(stream["addr"])
+        return send(channel, stream, *rest)
+
+    def recording_memcpy(dst, dst_max, src, count, kind):
+        copies.append((dst, count))
+        return memcpy(dst, dst_max, src, count, kind)
+
+    himpi.vpc_crop_resize_paste, himpi.vdec_send_stream = recording_paste, recording_send
+    standin.rt.memcpy = recording_memcpy
+    with open_session(folder / "yuv", backends="sim") as sim:
+        build = board_build(folder, tmp_path / "board", standin, sim)
+        board = detect_jsonl(build, clip, "acl", tmp_path / "acl.jsonl")
+        emulated = detect_jsonl(folder / "yuv", clip, "sim", tmp_path / "sim.jsonl")
+    assert len(board) == 12 and board == emulated
+    # the frames' runs (after any warm-up run on a blank frame) read where VPC wrote
+    executed = [inputs[0] for inputs in standin.executed_inputs][-len(pasted):]
+    assert len(pasted) == 12 and executed == pasted
+    assert len(set(pasted)) <= 8  # a few sets, reused (a set in flight is never written)
+    assert [dst for dst, _ in copies] == packets  # the coded packets only, one memcpy each
+    assert standin.calls.count("acl.rt.create_context") == 1  # the session's, shared
     assert not himpi.initialised and not himpi.memory and not himpi.vdec  # all given back
 
 
