@@ -236,6 +236,7 @@ class EmulatedUnits:
         self._full_range = False
         self._take: Any = None
         self._input_name = ""
+        self.in_place = 0  # frames written into a set of the session's input buffers
 
     def feed_into(self, take: Any, input_name: str) -> None:
         """Letterbox into sets of the session's input buffers, as the board's VPC does:
@@ -274,6 +275,7 @@ class EmulatedUnits:
         if buffers is None:
             return self._vpc.letterbox(picture)
         _, geometry = self._vpc.letterbox(picture, out=buffers[self._input_name][0])
+        self.in_place += 1
         return buffers, geometry
 
     def size(self, picture: DevicePicture) -> tuple[int, int]:

@@ -126,6 +126,7 @@ class BoardUnits:
         self._lent: dict[int, DeviceBuffer] = {}  # DVPP memory the session's sets are made of
         self._painted: dict[int, geometry.Picture] = {}  # model buffer -> source it is padded for
         self._said_copied = False
+        self.in_place = 0  # frames VPC wrote into a set of the session's input buffers
 
     def _own_context(self, device_id: int) -> CurrentContext:
         acl = self._acl
@@ -221,6 +222,7 @@ class BoardUnits:
             array = buffers[self._input_name]
             out = DeviceBuffer(buffers.device_addresses[self._input_name], array.nbytes,
                                self._model.picture)
+            self.in_place += 1
             return buffers, self._paste(picture, out).geometry
         if not self._said_copied:
             self._said_copied = True
