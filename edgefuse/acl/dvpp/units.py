@@ -23,8 +23,9 @@ a frame reaches ``execute`` without an ``acl.rt.memcpy`` or a CPU copy. What tha
   may share one context created on a device ("该进程内的多个线程可共用在此Device上显式创建的
   Context", aclrtCreateContext, DK A2 aclcppdevg_03_0038). So given the session's context
   (``context=``) the units create none of their own: the media calls, the model input's memory
-  and ``execute`` all run in the session's context on its device, as Ascend/samples' acllite
-  does with its one ``AclLiteResource`` context. The session must outlive its units.
+  and ``execute`` all run in the session's context on its device, as Ascend/samples' Python
+  samples do with the one context their ``AclResource`` creates for DVPP and the model alike
+  (python/common/atlas_utils/acl_resource.py). The session must outlive its units.
 - Lifetime. A set in flight is never written: sets come from the caller's ``take`` (the
   vision layer's FeedPool: a set is lent until no frame refers to it). The media system ends
   only after the session gave back every set's memory (``free``): hi_mpi_sys_exit comes after
