@@ -402,6 +402,13 @@ class AclSession(Session):
             raise AclError(api, _NULL_HANDLE, context=f"{api} returned a null handle")
         return handle
 
+    @property
+    def context(self) -> CurrentContext:
+        """The pyACL context the session runs in. The board's DVPP source shares it, so the
+        media calls, the DVPP memory VPC writes the model input into and ``execute`` are one
+        context's on one device (edgefuse.acl.dvpp.units)."""
+        return self._context
+
     # --- input buffers -----------------------------------------------------------------------
 
     def input_buffers(self, shapes: Mapping[str, Iterable[int]] | None = None, *,

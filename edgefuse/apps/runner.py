@@ -225,7 +225,9 @@ def open_sources(plans: list[StreamPlan], resources: contextlib.ExitStack, decod
                                                    plan.source)
         if chosen == "dvpp":
             soc = (model_source.manifest.soc if model_source.manifest else None) or DVPP_SOC
-            units = open_units(task.session.backend, task.plan, soc, device_id)
+            pool = task.feed_pool
+            units = open_units(task.session.backend, task.plan, soc, device_id,
+                               session=task.session, shapes=pool.shapes if pool else None)
             source: Source = open_dvpp_source(plan.source, task.plan, units, soc,
                                               stride=plan.stride, live=plan.live,
                                               reconnect=plan.reconnect)

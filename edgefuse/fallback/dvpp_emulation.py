@@ -108,13 +108,23 @@ class EmulatedVpc:
         self._pad_luma, self._pad_chroma = gray[0, 0], gray[-1, :2]  # as the board memsets them
         self.copies = 0  # host<->device copies VPC needed (none: it reads and writes device memory)
 
-    def letterbox(self, source: DevicePicture) -> tuple[np.ndarray, Geometry]:
-        """The model input [1.5H, W] (uint8 NV12/NV21 as the build reads it) and its geometry."""
+    def letterbox(self, source: DevicePicture, out: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, Geometry]:
+        """The model input [1.5H, W] (uint8 NV12/NV21 as the build reads it) and its geometry;
+        written into ``out`` (a [1.5H, W] uint8 array: the session's input buffer, as VPC's
+        output picture is on the board) when given, else into a new array."""
         pic = source.picture
         plan = dvpp.letterbox((pic.height, pic.width), self.size, self.soc,
                               pad_value=self.pad_value, center=self.center,
                               rounding=self.rounding)
-        out = DevicePicture(np.empty(plan.output.size, np.uint8), plan.output)
+        shape = (plan.output.size // plan.output.width, plan.output.width)
+        if out is None:
+            out = np.empty(shape, np.uint8)
+        elif out.shape != shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous uint8 {list(shape)} array, not "
+                             f"{out.dtype} {list(out.shape)}")
+        target = out
+        out = DevicePicture(out.reshape(-1), plan.output)
         luma_out, chroma_out = out.planes()
         luma_out[:] = self._pad_luma
         chroma_out[:] = self._pad_chroma
@@ -122,7 +132,7 @@ class EmulatedVpc:
         if self.spec.input_format == "YVU420SP":  # VPC writes NV21 where the build reads it
             chroma = chroma[..., ::-1]
         paste_resized((luma, chroma), (luma_out, chroma_out), plan.content, plan.offset)
-        return out.buffer.reshape(-1, plan.output.width), plan.geometry
+        return target, plan.geometry
 
 
 def paste_resized(source: tuple[np.ndarray, np.ndarray], out: tuple[np.ndarray, np.ndarray],
@@ -226,6 +236,14 @@ class EmulatedUnits:
                                 rounding=rounding)
         self._decoder: EmulatedDecoder | None = None
         self._full_range = False
+        self._take: Any = None
+        self._input_name = ""
+        self.in_place = 0  # frames written into a set of the session's input buffers
+
+    def feed_into(self, take: Any, input_name: str) -> None:
+        """Letterbox into sets of the session's input buffers, as the board's VPC does:
+        ``take()`` gives a free set or None while every set is in use (then a new array)."""
+        self._take, self._input_name = take, input_name
 
     def start(self, codec: str, size: tuple[int, int], full_range: bool) -> None:
         self._decoder = EmulatedDecoder(codec, self.soc)
@@ -252,8 +270,15 @@ class EmulatedUnits:
         nv12, width, height = nv12_from_bgr(image)
         return lay_out(nv12, width, height, self.soc, "vpc_in"), seconds
 
-    def letterbox(self, picture: DevicePicture) -> tuple[np.ndarray, Geometry]:
-        return self._vpc.letterbox(picture)
+    def letterbox(self, picture: DevicePicture) -> tuple[Any, Geometry]:
+        """The model input: written into a free set of the session's input buffers (returned:
+        the run reads it in place) or, without one, into an array of its own."""
+        buffers = self._take() if self._take is not None else None
+        if buffers is None:
+            return self._vpc.letterbox(picture)
+        _, geometry = self._vpc.letterbox(picture, out=buffers[self._input_name][0])
+        self.in_place += 1
+        return buffers, geometry
 
     def size(self, picture: DevicePicture) -> tuple[int, int]:
         return picture.picture.width, picture.picture.height

@@ -32,7 +32,7 @@ from edgefuse.runtime import DEFAULT_BACKENDS, open_session
 from edgefuse.vision.detect.detector import Detector
 from edgefuse.vision.model.adapter import VisionModel, app_info_of
 from edgefuse.vision.segment.segmenter import Segmenter
-from edgefuse.vision.streams.dvpp_source import DvppSource, decide
+from edgefuse.vision.streams.dvpp_source import DvppSource, decide, open_units
 from edgefuse.vision.streams.sources import ImageSource, Source, open_source
 
 STAGES = ("decode", "preprocess", "infer", "postprocess")
@@ -142,8 +142,14 @@ def bench_source(
     task = _open_task(resolved, backends, strict, session_options or {})
     try:
         chosen = decide(decode, task.session.backend, task.plan, source)
-        frames_in = (DvppSource(source, task.plan, task.session.soc) if chosen == "dvpp" else
-                     open_source(source, live=False))
+        units = None
+        if chosen == "dvpp":  # the apps' units: the board's on acl, the emulation on sim
+            pool = task.feed_pool
+            units = open_units(task.session.backend, task.plan, task.session.soc,
+                               session=task.session, shapes=pool.shapes if pool else None)
+            frames_in: Source = DvppSource(source, task.plan, task.session.soc, units=units)
+        else:
+            frames_in = open_source(source, live=False)
         if warmup is None:
             warmup = _default_warmup(frames_in)
         try:
@@ -152,7 +158,8 @@ def bench_source(
                          seconds)
         finally:
             frames_in.close()
-        in_place = task.feed_pool is not None and task.feed_pool.made > 0
+        in_place = (units.in_place > 0 if units is not None else
+                    task.feed_pool is not None and task.feed_pool.made > 0)
     finally:
         task.close()
     stages, wall, cpu, size = timed

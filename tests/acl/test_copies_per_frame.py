@@ -1,7 +1,10 @@
 """The copies per frame bench/dvpp.py reports (issue 30 §3/§5), as a test: through the real
 AclSession over the stand-in, a frame written into the session's input buffers is read where it
 was written on a shared-memory SoC (no memcpy, no staging write), and on a card costs exactly the
-documented HOST_TO_DEVICE copy; a frame in arrays of its own is staged once more."""
+documented HOST_TO_DEVICE copy; a frame in arrays of its own is staged once more. With
+``decode: dvpp`` on the board's units (over the media stand-in), VPC writes the model input on
+the SoC: no memcpy of a frame (the coded packets into VDEC's stream buffer, one memcpy each,
+are counted apart)."""
 
 from __future__ import annotations
 
@@ -29,10 +32,16 @@ def test_copies_per_frame_by_target_and_feed(tmp_path, monkeypatch):
         ("cpu", "soc", "copied"): (2, {}, False),  # copyMakeBorder + the session's staging
         ("cpu", "soc", "in-place"): (0, {}, True),
         ("dvpp-emulated", "soc", "copied"): (1, {}, False),  # the staging write
-        ("dvpp-emulated", "soc", "in-place"): (1, {}, True),  # np.copyto: the emulation's
+        ("dvpp-emulated", "soc", "in-place"): (0, {}, True),  # letterbox(out=) writes it
+        ("dvpp-board", "soc", "in-place"): (0, {}, True),  # VPC wrote the model input
         ("cpu", "card", "copied"): (1, {"H2D": 1, "D2H": 1}, False),
         ("cpu", "card", "in-place"): (0, {"H2D": 1, "D2H": 1}, False),
         ("dvpp-emulated", "card", "copied"): (0, {"H2D": 1, "D2H": 1}, False),
-        ("dvpp-emulated", "card", "in-place"): (1, {"H2D": 1, "D2H": 1}, False),
+        ("dvpp-emulated", "card", "in-place"): (0, {"H2D": 1, "D2H": 1}, False),
+        # VPC's output read back (D2H) and staged (H2D), the output (D2H)
+        ("dvpp-board", "card", "in-place"): (0, {"H2D": 1, "D2H": 2}, False),
     }
     assert all(row["frames"] == 3 for row in rows.values() if row["measured"])
+    # besides, VDEC's input: 4 coded packets for 3 frames (x264's B-frames: one held back)
+    assert [rows[("dvpp-board", t, "in-place")]["packet_copies"] for t in ("soc", "card")] == [
+        4 / 3, 4 / 3]

@@ -78,7 +78,7 @@ def test_decode_dvpp_on_sim_times_the_emulated_media_units(detector, tmp_path, m
     assert code == 0, err
     data = json.loads(report.read_text())
     assert (data["backend"], data["decode"], data["frames"]) == ("sim", "dvpp", 8)
-    assert data["in_place"] is False  # the emulated VPC made the input, not the preprocessing
+    assert data["in_place"] is True  # the emulated VPC wrote into the session's input buffers
     # auto is DVPP only on the board (acl with its media API): here the CPU decodes.
     code, _, err = _bench(capsys, build, "--backend", "sim", "--source", clip, "--iterations",
                           4, "--warmup", 0, "--json", report)

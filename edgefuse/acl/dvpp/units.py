@@ -11,13 +11,37 @@ pyACL: ``acl.init`` once per process (``acl.resources.RUNTIME``), ``acl.rt.set_d
 ``create_context`` (aclpythondevg_01_0011/0015) for this source's own context, made current in
 whichever thread reads (the reader thread of a live stream, the pipeline's capture thread), and
 ``acl.himpi.sys_init`` after them ("媒体数据处理V2" 开发流程: the media system needs the device
-set). The model input is read back into a host array (``acl.rt.memcpy``); writing VPC's output
-straight into the session's input buffer is the session's side (issue 30 §3).
+set).
+
+VPC writes the model input where the model reads it (``feed_into``): the session's input sets are
+allocated from DVPP's memory (``AclSession.input_buffers(memory=units)``: these units are the
+allocator, ``malloc``/``free``), and each frame's letterbox is pasted straight into a free set, so
+a frame reaches ``execute`` without an ``acl.rt.memcpy`` or a CPU copy. What that needs:
+- One device, one context. DVPP memory belongs to the process and the device the media system
+  runs on (hi_mpi_dvpp_malloc: "仅支持在单个进程内使用", ``dev_id`` reserved, the device of
+  aclrtSetDevice: aclpythondevg_01_0416, DK A2 aclcppdevg_03_0725), and the threads of a process
+  may share one context created on a device ("该进程内的多个线程可共用在此Device上显式创建的
+  Context", aclrtCreateContext, DK A2 aclcppdevg_03_0038). So given the session's context
+  (``context=``) the units create none of their own: the media calls, the model input's memory
+  and ``execute`` all run in the session's context on its device, as Ascend/samples' Python
+  samples do with the one context their ``AclResource`` creates for DVPP and the model alike
+  (python/common/atlas_utils/acl_resource.py). The session must outlive its units.
+- Lifetime. A set in flight is never written: sets come from the caller's ``take`` (the
+  vision layer's FeedPool: a set is lent until no frame refers to it). The media system ends
+  only after the session gave back every set's memory (``free``): hi_mpi_sys_exit comes after
+  the last hi_mpi_dvpp_free, even when the source closes before the session (the apps' order).
+- The pad is painted once per set and source size (``acl.rt.memset``): VPC pastes only the
+  content, so the bars it leaves stay grey from frame to frame.
+Without a set (every set in use, no ``feed_into``, or a session whose memory is not the
+device's: a PCIe card), VPC writes the units' own model buffer and the input is read back into
+a host array (one ``acl.rt.memcpy``), said once.
 """
 
 from __future__ import annotations
 
+import logging
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +55,8 @@ from edgefuse.acl.return_codes import check
 from edgefuse.errors import BackendUnavailableError, ToolError
 from edgefuse.fallback.dvpp_emulation import bgr_from_planes, nv12_from_bgr
 from edgefuse.preprocess import Geometry
+
+log = logging.getLogger(__name__)
 
 PTS_UNITS = 1_000_000  # a packet's time through VDEC, in microseconds
 DECODE_CHANNEL = 0
@@ -59,7 +85,10 @@ class BoardUnits:
     """VDEC/JPEGD + VPC on the board for one stream, into an AIPP YUV420SP build's input."""
 
     def __init__(self, spec: AippSpec, soc: str, *, device_id: int = 0, pad_value: int = 114,
-                 center: bool = True, rounding: str = "round") -> None:
+                 center: bool = True, rounding: str = "round",
+                 context: CurrentContext | None = None) -> None:
+        """``context``: the session's, shared (see the module docstring); else the units create
+        their own on ``device_id``."""
         self.soc, self.spec = soc, spec
         self._letterbox_options = {"pad_value": pad_value, "center": center,
                                    "rounding": rounding}
@@ -73,13 +102,11 @@ class BoardUnits:
         self._resources.push("release pyACL", RUNTIME.release)
         try:
             himpi = media_api(acl)
-            check(acl.rt.set_device(device_id), "acl.rt.set_device")
-            self._resources.push_call("acl.rt.reset_device", acl.rt.reset_device, device_id)
-            context, ret = acl.rt.create_context(device_id)
-            check(ret, "acl.rt.create_context")
-            self._context = CurrentContext(context)
-            self._resources.push("forget the context", self._context.forget)
-            self._resources.push_call("acl.rt.destroy_context", acl.rt.destroy_context, context)
+            if context is not None:
+                self._context = context
+                context.make_current(acl)
+            else:
+                self._context = self._own_context(device_id)
             self._dvpp = BoardDvpp(himpi, soc, acl=acl)
             self._resources.push("close the media units", self._dvpp.close)
             width, height = spec.source_size
@@ -95,6 +122,49 @@ class BoardUnits:
         self._codec: str | None = None
         self._full_range = False
         self.failed = 0  # pictures VDEC/JPEGD flagged as not decoded (frame_flag != 0)
+        self._take_set: Callable[[], Any] | None = None  # a free set of the session's inputs
+        self._input_name = ""
+        self._lent: dict[int, DeviceBuffer] = {}  # DVPP memory the session's sets are made of
+        self._painted: dict[int, geometry.Picture] = {}  # model buffer -> source it is padded for
+        self._said_copied = False
+        self.in_place = 0  # frames VPC wrote into a set of the session's input buffers
+
+    def _own_context(self, device_id: int) -> CurrentContext:
+        acl = self._acl
+        check(acl.rt.set_device(device_id), "acl.rt.set_device")
+        self._resources.push_call("acl.rt.reset_device", acl.rt.reset_device, device_id)
+        handle, ret = acl.rt.create_context(device_id)
+        check(ret, "acl.rt.create_context")
+        context = CurrentContext(handle)
+        self._resources.push("forget the context", context.forget)
+        self._resources.push_call("acl.rt.destroy_context", acl.rt.destroy_context, handle)
+        return context
+
+    def feed_into(self, take: Callable[[], Any], input_name: str) -> None:
+        """Letterbox into sets of the session's input buffers: ``take()`` gives a free set (its
+        ``device_addresses[input_name]`` DVPP memory these units allocated, see ``malloc``) or
+        None while every set is in use."""
+        self._take_set, self._input_name = take, input_name
+
+    def malloc(self, size: int) -> int:
+        """DVPP memory for one input of a session's set (``input_buffers(memory=units)``):
+        ``acl.himpi.dvpp_malloc``, 128-byte aligned, the size rounded up as the page asks when
+        "媒体数据处理的输出作为模型推理的输入" (aclpythondevg_01_0416)."""
+        self._context.make_current(self._acl)
+        buffer = self._dvpp.malloc_bytes(size)
+        self._lent[buffer.address] = buffer
+        return buffer.address
+
+    def free(self, address: int) -> None:
+        """The session gave a set's memory back (it closes); the last one after ``close`` ends
+        the media session."""
+        buffer = self._lent.pop(address)
+        self._painted.pop(address, None)
+        if not self._dvpp.closed:
+            self._context.make_current(self._acl)
+            self._dvpp.free(buffer)
+        if self._closing and not self._held and not self._lent:
+            self._tear_down()
 
     @property
     def model_buffer(self) -> DeviceBuffer:
@@ -143,14 +213,37 @@ class BoardUnits:
         self._dvpp.upload(padded, buffer)
         return BoardPicture(buffer, seconds), seconds
 
-    def letterbox(self, picture: BoardPicture) -> tuple[np.ndarray, Geometry]:
+    def letterbox(self, picture: BoardPicture) -> tuple[Any, Geometry]:
+        """VPC's letterbox of ``picture``: into a free set of the session's input buffers (the
+        set is returned: the model reads it where VPC wrote it), else into the units' own buffer
+        read back into a host array."""
         self._context.make_current(self._acl)
-        luma, chroma, _ = self._pad
-        self._dvpp.fill(self._model, luma, chroma)
-        plan = self._dvpp.letterbox(picture.buffer, self._model, **self._letterbox_options,
-                                    nv21=self.spec.input_format == "YVU420SP")
+        buffers = self._take_set() if self._take_set is not None else None
+        if buffers is not None:
+            array = buffers[self._input_name]
+            out = DeviceBuffer(buffers.device_addresses[self._input_name], array.nbytes,
+                               self._model.picture)
+            self.in_place += 1
+            return buffers, self._paste(picture, out).geometry
+        if not self._said_copied:
+            self._said_copied = True
+            log.info("DVPP: VPC's output is copied into the model input (%s)",
+                     "every input set in use" if self._take_set else "no input sets of the "
+                     "session in DVPP memory")
+        plan = self._paste(picture, self._model)
         model_input = np.empty(self._model_shape, np.uint8)
         return self._dvpp.download(self._model, model_input), plan.geometry
+
+    def _paste(self, picture: BoardPicture, out: DeviceBuffer) -> geometry.Letterbox:
+        """VPC's crop-resize-paste into ``out``, its pad painted first where this source size
+        has not been painted into it yet."""
+        source = picture.buffer.picture
+        if self._painted.get(out.address) != source:
+            luma, chroma, _ = self._pad
+            self._dvpp.fill(out, luma, chroma)
+            self._painted[out.address] = source
+        return self._dvpp.letterbox(picture.buffer, out, **self._letterbox_options,
+                                    nv21=self.spec.input_format == "YVU420SP")
 
     def size(self, picture: BoardPicture) -> tuple[int, int]:
         return picture.buffer.picture.width, picture.buffer.picture.height
@@ -182,14 +275,15 @@ class BoardUnits:
         else:
             self._context.make_current(self._acl)
             self._dvpp.free(buffer)
-        if self._closing and not self._held:
+        if self._closing and not self._held and not self._lent:
             self._tear_down()
 
     def close(self) -> None:
         """Ends the media session; while frames still hold pictures (a sink may yet draw the
-        last frames of a file), it ends when the last of them is released."""
+        last frames of a file) or the session still holds sets in DVPP memory, it ends when the
+        last of them is given back."""
         self._closing = True
-        if not self._held:
+        if not self._held and not self._lent:
             self._tear_down()
 
     def _tear_down(self) -> None:

@@ -22,7 +22,7 @@ import collections
 import importlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from edgefuse.acl.dvpp.demux import Demuxer
 from edgefuse.acl.dvpp.units import BoardUnits, media_api
 from edgefuse.errors import BackendUnavailableError, InputError, Ref
 from edgefuse.fallback import dvpp_emulation as emulation
+from edgefuse.session import Session
+from edgefuse.vision.model.feed_pool import FeedPool
 from edgefuse.vision.streams.frames import DeferredImage, Frame
 from edgefuse.vision.streams.mjpeg_http import MjpegDevice, NotMjpeg, whole_jpeg
 from edgefuse.vision.streams.sources import (
@@ -108,14 +110,32 @@ def _why_not(backend: str, plan: Any, source: Any) -> str | None:
     return None
 
 
-def open_units(backend: str, plan: Any, soc: str, device_id: int = 0) -> Any:
-    """The media units of ``backend``: the board's (acl) or their emulation (sim)."""
+def open_units(backend: str, plan: Any, soc: str, device_id: int = 0, *,
+               session: Session | None = None,
+               shapes: Mapping[str, tuple[int, ...]] | None = None) -> Any:
+    """The media units of ``backend``: the board's (acl) or their emulation (sim).
+
+    With the model's ``session`` the letterbox is written into the session's own input buffers
+    (a ``FeedPool`` of sets: one per frame in flight, never one that a frame still refers to)
+    and the frame carries that set, so the run copies nothing: on the board the sets are made
+    of DVPP memory (``input_buffers(memory=units)``) in the session's context, and VPC's output
+    picture is the model input; on sim the emulation writes into the session's buffers."""
     record = plan.preprocess
     options = {"pad_value": record.pad_value, "center": record.center,
                "rounding": record.rounding}
     if backend == "acl":
-        return BoardUnits(plan.yuv, soc, device_id=device_id, **options)
-    return emulation.EmulatedUnits(plan.yuv, soc, **options)
+        context = getattr(session, "context", None)
+        units = BoardUnits(plan.yuv, soc, device_id=getattr(session, "device_id", device_id),
+                           context=context, **options)
+        if session is not None and getattr(session, "in_place", False):
+            pool = FeedPool(session, shapes, make=lambda: session.input_buffers(
+                shapes, memory=units))
+            units.feed_into(pool.take, plan.name)
+        return units
+    units = emulation.EmulatedUnits(plan.yuv, soc, **options)
+    if session is not None:
+        units.feed_into(FeedPool(session, shapes).take, plan.name)
+    return units
 
 
 class DvppSource(Source):

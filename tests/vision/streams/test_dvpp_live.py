@@ -1,9 +1,9 @@
 """Live streams on DVPP behave as the CPU live sources do (``LiveSource``'s machinery): a real
 MJPEG camera on 127.0.0.1 whose first connection carries broken parts, garbage, a progressive
 JPEG and a resolution change and then breaks, the second good. Decoded on the board's media units
-(through the pyACL and media stand-ins) and on their ``sim`` emulation. No RTSP server installs
-here (ffmpeg alone cannot serve RTSP; none of apt's or PyPI's was tried), so the reconnect is
-tested over HTTP MJPEG; an RTSP URL takes the same DvppDevice path through PyAV's demuxer."""
+(through the pyACL and media stand-ins) and on their ``sim`` emulation. A real RTSP camera
+(GStreamer's RTSP server; ffmpeg cannot serve RTSP) is read and reconnected, on the CPU and on
+DVPP, in test_rtsp_live.py."""
 
 from __future__ import annotations
 
