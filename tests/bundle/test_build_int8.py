@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import cv2
@@ -24,25 +23,18 @@ from edgefuse.bundle.spec_problems import SpecError
 from edgefuse.bundle.stages import BuildGateError, build_model
 from edgefuse.cli.main import main
 from tests.acl.models import put_fake_atc_on_path
+from tests.bundle.int8_specs import PHOTOS, spec_folder
 from tests.bundle.models import box_head, pixel_head
-from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
 
 pytestmark = pytest.mark.ort
 
-PHOTOS = Path(__file__).parents[1] / "vision" / "photos"
 SIZE = 32  # the model's input: large enough for the noise check (>= 32 px)
-SPEC = """\
-apiVersion: edgefuse/v1
-bundle: {{name: quant, version: "1.0.0"}}
-target: {{soc: Ascend310B4, board: build-host, glibc: "2.17", arch: aarch64}}
-reproducibility: {{source_date_epoch: 1767225600}}
-models:
+MODELS = """\
   - name: seg
     source: seg.onnx
     precision:
 {precision}
     verify: {{samples: 1{verify}}}
-python: {{version: "{python}", wheels: wheelhouse}}
 """
 INT8 = "      mode: int8\n      calibration: frames/\n      keep_fp16: [c2]"
 
@@ -50,17 +42,8 @@ INT8 = "      mode: int8\n      calibration: frames/\n      keep_fp16: [c2]"
 def _spec(folder: Path, precision: str = INT8, verify: str = "",
           frames: list[Path] | None = None) -> Path:
     """A one-model spec in ``folder``: ``pixel_head`` at 32x32, the photos as ``frames/``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    onnx.save(pixel_head(size=SIZE), folder / "seg.onnx")
-    if not (folder / "frames").exists():
-        (folder / "frames").mkdir()
-        for photo in frames if frames is not None else sorted(PHOTOS.glob("*.jpg")):
-            shutil.copy(photo, folder / "frames" / photo.name)
-    fill_wheelhouse(folder / "wheelhouse")
-    spec = folder / "spec.yaml"
-    spec.write_text(SPEC.format(precision=precision, verify=verify, python=HOST_PYTHON),
-                    encoding="utf-8")
-    return spec
+    return spec_folder(folder, MODELS.format(precision=precision, verify=verify),
+                       pixel_head(size=SIZE), "seg.onnx", frames)
 
 
 @pytest.fixture(scope="module")

@@ -11,60 +11,38 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import onnx
 import pytest
 
 from edgefuse.bundle.builder import build
-from edgefuse.bundle.cache import Cache
 from edgefuse.bundle.spec import load_spec
 from edgefuse.bundle.spec_problems import SpecError
-from edgefuse.bundle.stages import BuildGateError, build_model, int8_summary
+from edgefuse.bundle.stages import BuildGateError, int8_summary
 from edgefuse.cli.main import main
 from tests.acl.models import put_fake_atc_on_path
+from tests.bundle.int8_specs import build_one, spec_folder
 from tests.bundle.models import pixel_head
-from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
 from tests.quantize.test_int8_mixed import sensitive_net
 
 pytestmark = pytest.mark.ort
 
-PHOTOS = Path(__file__).parents[1] / "vision" / "photos"
-SPEC = """\
-apiVersion: edgefuse/v1
-bundle: {{name: quant, version: "1.0.0"}}
-target: {{soc: Ascend310B4, board: build-host, glibc: "2.17", arch: aarch64}}
-reproducibility: {{source_date_epoch: 1767225600}}
-models:
+MODELS = """\
   - name: net
     source: net.onnx
 {task}    precision:
       mode: int8
       calibration: frames/
 {precision}    verify: {{samples: 1{verify}}}
-python: {{version: "{python}", wheels: wheelhouse}}
 """
 TASK = "    task: classify\n"
 
 
 def _spec(folder: Path, *, task: str = TASK, precision: str = "", verify: str = "",
           model: onnx.ModelProto | None = None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    onnx.save(model or sensitive_net(), folder / "net.onnx")
-    if not (folder / "frames").exists():
-        shutil.copytree(PHOTOS, folder / "frames",
-                        ignore=lambda _, names: [n for n in names if not n.endswith(".jpg")])
-    fill_wheelhouse(folder / "wheelhouse")
-    spec = folder / "spec.yaml"
-    spec.write_text(SPEC.format(task=task, precision=precision, verify=verify,
-                                python=HOST_PYTHON), encoding="utf-8")
-    return spec
-
-
-def _build_model(spec: Path, cache: Path):
-    return build_model(load_spec(spec).models[0], "Ascend310B4", Cache(cache),
-                       lambda *event: None)
+    return spec_folder(folder, MODELS.format(task=task, precision=precision, verify=verify),
+                       model or sensitive_net(), "net.onnx")
 
 
 @pytest.fixture(scope="module")
@@ -128,28 +106,28 @@ def test_none_keeps_nothing_and_the_cosine_gate_then_fails(tmp_path):
     """The premise of the automatic choice: without conv3 in FP16 the model's INT8 is broken."""
     spec = _spec(tmp_path / "spec", precision="      keep_fp16: none\n")
     with pytest.raises(BuildGateError, match=r"model 'net' failed the int8 gate"):
-        _build_model(spec, tmp_path / "cache")
+        build_one(spec, tmp_path / "cache")
 
 
 def test_names_beside_auto_stay_kept_and_the_settings_are_in_the_key(tmp_path):
     spec = _spec(tmp_path / "spec", precision="      keep_fp16: [auto, conv1]\n")
-    built = _build_model(spec, tmp_path / "cache")
+    built = build_one(spec, tmp_path / "cache")
     assert built.entries["int8"].info["keep_fp16"] == ["conv1", "conv3"]
     assert {k["layer"]: k["reason"] for k in built.entries["int8"].info["automatic"]["kept"]} \
         == {"conv1": "user", "conv3": "search"}
-    assert all(_build_model(spec, tmp_path / "cache").cached.values())
+    assert all(build_one(spec, tmp_path / "cache").cached.values())
     for old, new in (("keep_fp16: [auto, conv1]", "keep_fp16: [auto, conv1]\n      "
                       "keep_fp16_budget_s: 300"),
                      ("samples: 1", "samples: 1, int8_max_drop: 5")):
         spec.write_text(spec.read_text().replace(old, new))
-        again = _build_model(spec, tmp_path / "cache").cached
+        again = build_one(spec, tmp_path / "cache").cached
         assert not again["int8"] and again["fp16"], (old, again)
 
 
 def test_a_search_cut_by_its_budget_fails_the_task_gate_saying_so(tmp_path):
     spec = _spec(tmp_path / "spec", precision="      keep_fp16_budget_s: 0.000001\n")
     with pytest.raises(BuildGateError, match=r"model 'net' failed the int8 task gate") as caught:
-        _build_model(spec, tmp_path / "cache")
+        build_one(spec, tmp_path / "cache")
     assert "time-budget" in caught.value.context and "keep_fp16_budget_s" in caught.value.hint
 
 
@@ -171,7 +149,7 @@ def test_auto_without_a_task_is_refused_at_the_specs_line(tmp_path, capsys):
 def test_without_a_task_the_default_keeps_nothing(tmp_path):
     """As quantize --int8 without --task: no metric to choose by, so no layer is kept."""
     spec = _spec(tmp_path / "spec", task="", model=pixel_head(size=32))
-    built = _build_model(spec, tmp_path / "cache")
+    built = build_one(spec, tmp_path / "cache")
     assert built.entries["int8"].info["keep_fp16"] == []
     assert built.entries["int8"].info["automatic"] is None
     assert built.entries["int8"].info["keep_fp16_chosen"].startswith(

@@ -10,66 +10,43 @@ the uint8 frame ``edgefuse run --frames`` feeds the same build.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import cv2
 import numpy as np
-import onnx
 import pytest
 
 from edgefuse.bundle.bundle_check import verify_bundle
-from edgefuse.bundle.cache import Cache
 from edgefuse.bundle.golden import check_golden, record_golden
-from edgefuse.bundle.spec import load_spec
-from edgefuse.bundle.stages import BUILD_FOLDER, build_model
+from edgefuse.bundle.stages import BUILD_FOLDER
 from edgefuse.cli.main import main
 from edgefuse.reference.recording import load_recording
 from tests.acl.models import put_fake_atc_on_path
-from tests.bundle.wheelhouse import HOST_PYTHON, fill_wheelhouse
+from tests.bundle.int8_specs import PHOTOS, build_one, spec_folder
 from tests.quantize.test_int8_mixed import sensitive_net
 
 pytestmark = pytest.mark.ort
 
-PHOTOS = Path(__file__).parents[1] / "vision" / "photos"
-SPEC = """\
-apiVersion: edgefuse/v1
-bundle: {{name: quant, version: "1.0.0"}}
-target: {{soc: Ascend310B4, board: build-host, glibc: "2.17", arch: aarch64}}
-reproducibility: {{source_date_epoch: 1767225600}}
-models:
+MODELS = """\
   - name: net
     source: net.onnx
     task: classify
     preprocess: {{size: [8, 8], resize: stretch, color: RGB, scale: 0.00392156862745098}}
 {extra}    precision: {precision}
     verify: {{samples: 1}}
-python: {{version: "{python}", wheels: wheelhouse}}
 """
 INT8 = "{mode: int8, calibration: frames/}"
 
 
 def _spec(folder: Path, precision: str = INT8, extra: str = "") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    onnx.save(sensitive_net(), folder / "net.onnx")
-    shutil.copytree(PHOTOS, folder / "frames",
-                    ignore=lambda _, names: [n for n in names if not n.endswith(".jpg")])
-    fill_wheelhouse(folder / "wheelhouse")
-    spec = folder / "spec.yaml"
-    spec.write_text(SPEC.format(precision=precision, extra=extra, python=HOST_PYTHON),
-                    encoding="utf-8")
-    return spec
-
-
-def _built(spec: Path, cache: Path):
-    return build_model(load_spec(spec).models[0], "Ascend310B4", Cache(cache),
-                       lambda *event: None)
+    return spec_folder(folder, MODELS.format(precision=precision, extra=extra),
+                       sensitive_net(), "net.onnx")
 
 
 @pytest.fixture(scope="module")
 def int8_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("golden")
-    return root, _built(_spec(root / "spec"), root / "cache")
+    return root, build_one(_spec(root / "spec"), root / "cache")
 
 
 def test_the_golden_input_is_the_first_calibration_frame_as_preprocessed(int8_model):
@@ -109,14 +86,14 @@ def test_the_board_stand_in_passes_on_the_frame_and_not_surely_on_noise(int8_mod
 
 def test_a_changed_calibration_frame_records_the_golden_again(tmp_path):
     spec = _spec(tmp_path / "spec")
-    assert not _built(spec, tmp_path / "cache").cached["golden"]
+    assert not build_one(spec, tmp_path / "cache").cached["golden"]
     first = sorted((tmp_path / "spec" / "frames").glob("*.jpg"))[0]
     cv2.imwrite(str(first), cv2.flip(cv2.imread(str(first)), 0))
-    assert not _built(spec, tmp_path / "cache").cached["golden"]
+    assert not build_one(spec, tmp_path / "cache").cached["golden"]
 
 
 def test_a_float_build_keeps_its_seeded_golden(tmp_path):
-    built = _built(_spec(tmp_path / "spec", "{mode: force_fp16}"), tmp_path / "cache")
+    built = build_one(_spec(tmp_path / "spec", "{mode: force_fp16}"), tmp_path / "cache")
     recording = load_recording(built.entries["golden"].path("golden.npz"))
     assert recording.meta["seed"] == 0 and "golden_inputs" not in recording.meta
     assert built.entries["golden"].info["inputs"] == "seeded random (seed 0)"
@@ -126,7 +103,7 @@ def test_an_aipp_build_records_the_frame_its_aipp_takes(tmp_path):
     """The golden's input is the uint8 frame, as `edgefuse run --frames` feeds the build."""
     spec = _spec(tmp_path / "spec", extra="    aipp: {input_format: RGB888, "
                  "source_size: [8, 8], mean: [0, 0, 0], std: [255, 255, 255]}\n")
-    built = _built(spec, tmp_path / "cache")
+    built = build_one(spec, tmp_path / "cache")
     [sample] = [s.inputs for s in
                 load_recording(built.entries["golden"].path("golden.npz")).samples]
     build_dir = built.entries["compile"].path(BUILD_FOLDER)
